@@ -1,0 +1,113 @@
+"""Names that are part of the observable contract with other MaaS components and operators.
+
+Everything here is parity with the reference controller (upstream-behaviour.md) unless a
+comment says otherwise. The charm imports this module too, so it must stay dependency-free.
+"""
+
+from typing import Final
+
+GROUP: Final = "maas.opendatahub.io"
+VERSION: Final = "v1alpha1"
+API_VERSION: Final = f"{GROUP}/{VERSION}"
+
+# Names
+DEFAULT_AITENANT_NAMESPACE: Final = "ai-tenants"
+DEFAULT_TENANT_NAME: Final = "models-as-a-service"
+DEFAULT_SUBSCRIPTION_NAMESPACE: Final = "models-as-a-service"
+TENANT_NAMESPACE_PREFIX: Final = "ai-tenant-"
+TENANT_CONFIG_NAME: Final = "default-tenant"
+LEGACY_TENANT_NAME: Final = "default-tenant"
+CONFIG_NAME: Final = "default"
+CLAIM_PREFIX: Final = "gateway-claim-"
+ROLE_PREFIX: Final = "aitenant-"
+TENANT_ADMIN_SUFFIX: Final = "-tenant-admin"
+OBJECT_ADMIN_SUFFIX: Final = "-object-admin"
+MAX_AITENANT_NAME: Final = 41
+CONTROLLER_NAME: Final = "aitenant-controller"
+EVENT_SOURCE: Final = "maas-aitenant-controller"
+LEASE_NAME: Final = "aitenant-controller"
+
+# Finalizers
+AITENANT_FINALIZER: Final = "maas.opendatahub.io/aitenant-cleanup"
+TENANT_CONFIG_FINALIZER: Final = "maas.opendatahub.io/tenant-cleanup"
+
+# Labels
+LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
+LABEL_PART_OF: Final = "app.kubernetes.io/part-of"
+LABEL_MANAGED_BY_AITENANT: Final = "maas.opendatahub.io/managed-by-aitenant"
+LABEL_GATEWAY_TENANT: Final = "ai-gateway.opendatahub.io/tenant"
+LABEL_TENANT_NAME: Final = "maas.opendatahub.io/tenant-name"
+LABEL_TENANT_NAMESPACE: Final = "maas.opendatahub.io/tenant-namespace"
+LABEL_GATEWAY_ACCESS: Final = "maas.opendatahub.io/gateway-access"
+LABEL_GENERATED_NAMESPACE: Final = "opendatahub.io/generated-namespace"
+LABEL_GATEWAY_CLAIM: Final = "maas.opendatahub.io/gateway-claim"
+
+MANAGED_BY_VALUE: Final = "maas-controller"
+PART_OF_VALUE: Final = "modelsasservice"
+
+# Annotations
+ANNOTATION_AITENANT_NAME: Final = "maas.opendatahub.io/aitenant-name"
+ANNOTATION_AITENANT_NAMESPACE: Final = "maas.opendatahub.io/aitenant-namespace"
+ANNOTATION_CREATED_BY_AITENANT: Final = "maas.opendatahub.io/created-by-aitenant"
+ANNOTATION_GATEWAY_SELECTOR_LABELS: Final = "maas.opendatahub.io/gateway-selector-labels"
+ANNOTATION_API_KEYS_REVOKED: Final = "maas.opendatahub.io/api-keys-revoked"
+ANNOTATION_DEFAULT_BOOTSTRAPPED: Final = "maas.opendatahub.io/default-aitenant-bootstrapped"
+ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
+ANNOTATION_OPENDATAHUB_MANAGED: Final = "opendatahub.io/managed"
+
+# Conditions
+CONDITION_READY: Final = "Ready"
+CONDITION_DEGRADED: Final = "Degraded"
+CONDITION_API_KEYS_REVOKED: Final = "APIKeysRevoked"
+
+# Phases
+PHASE_PENDING: Final = "Pending"
+PHASE_ACTIVE: Final = "Active"
+PHASE_FAILED: Final = "Failed"
+PHASE_TERMINATING: Final = "Terminating"
+
+
+class Reason:
+    """Condition reasons (Ready unless noted); also the reasons of Events (decision D8)."""
+
+    INVALID_PLACEMENT: Final = "InvalidPlacement"
+    LEGACY_TENANT_MIGRATION_FAILED: Final = "LegacyTenantMigrationFailed"
+    GATEWAY_CHECK_FAILED: Final = "GatewayCheckFailed"
+    GATEWAY_CLAIM_FAILED: Final = "GatewayClaimFailed"
+    TENANT_NAMESPACE_PENDING: Final = "TenantNamespacePending"
+    TENANT_NAMESPACE_FAILED: Final = "TenantNamespaceFailed"
+    TENANT_CONFIG_RECONCILE_FAILED: Final = "TenantConfigReconcileFailed"
+    RBAC_RECONCILE_FAILED: Final = "RBACReconcileFailed"
+    TENANT_CONFIG_NOT_READY: Final = "TenantConfigNotReady"
+    RECONCILED: Final = "Reconciled"
+    DELETION_IN_PROGRESS: Final = "DeletionInProgress"
+    DELETION_BLOCKED: Final = "DeletionBlocked"
+    CLEANUP_FORCED: Final = "CleanupForced"
+    INFRA_NAMESPACE_LABEL_FAILED: Final = "InfraNamespaceLabelFailed"  # Degraded
+
+
+class Message:
+    """Fixed condition messages."""
+
+    NAMESPACE_PENDING: Final = "waiting for tenant namespace to become available"
+    NAMESPACE_NOT_ACCEPTING: Final = "waiting for tenant namespace to accept tenant resources"
+    CONFIG_NOT_READY: Final = "waiting for MaasTenantConfig to report Ready"
+    RECONCILED: Final = "AITenant bootstrap resources are reconciled"
+    DELETION_IN_PROGRESS: Final = "AITenant deletion cleanup is in progress"
+
+
+# Labels the controller stamps on the AITenant infrastructure namespace it creates.
+MANAGED_NAMESPACE_LABELS: Final = {
+    LABEL_GENERATED_NAMESPACE: "true",
+    LABEL_MANAGED_BY: MANAGED_BY_VALUE,
+    LABEL_PART_OF: MANAGED_BY_VALUE,
+}
+
+# Webhook
+WEBHOOK_NAME: Final = "vaitenant.kb.io"
+WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
+
+# Ports (decisions.md flags)
+DEFAULT_WEBHOOK_PORT: Final = 9443
+DEFAULT_METRICS_PORT: Final = 8080
+DEFAULT_HEALTH_PORT: Final = 8081

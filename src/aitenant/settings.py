@@ -1,0 +1,274 @@
+"""Controller settings: one frozen pydantic model, parsed once from flags and environment.
+
+Every flag also reads an environment variable named after it in upper snake case
+(``--deletion-timeout`` → ``DELETION_TIMEOUT``); a flag given on the command line wins.
+Invalid values stop the process at start with one line naming the flag (``SettingsError``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import string
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from aitenant import contract
+
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)(ns|us|µs|ms|s|m|h)")
+_UNIT_SECONDS = {
+    "ns": 1e-9,
+    "us": 1e-6,
+    "µs": 1e-6,
+    "ms": 1e-3,
+    "s": 1.0,
+    "m": 60.0,
+    "h": 3600.0,
+}
+URL_PLACEHOLDERS = frozenset({"service", "namespace", "tenant"})
+DEFAULT_MAAS_API_URL_TEMPLATE = (
+    "https://{service}.{namespace}.svc:8443/internal/v1/tenants/{tenant}/api-keys"
+)
+
+
+class SettingsError(ValueError):
+    """A flag or environment variable has an invalid value; the message names the flag."""
+
+
+def parse_duration(text: str) -> float:
+    """Parse a Go duration (``30s``, ``10m``, ``1h30m``, ``0``) into seconds."""
+    value = text.strip()
+    if value in ("0", "+0", "-0"):
+        return 0.0
+    sign = 1.0
+    if value[:1] in "+-":
+        sign = -1.0 if value[0] == "-" else 1.0
+        value = value[1:]
+    if not value:
+        raise ValueError(f"invalid duration {text!r}")
+    pos, total = 0, 0.0
+    for match in _DURATION_PART.finditer(value):
+        if match.start() != pos:
+            break
+        total += float(match.group(1)) * _UNIT_SECONDS[match.group(2)]
+        pos = match.end()
+    if pos != len(value):
+        raise ValueError(f"invalid duration {text!r} (use Go syntax such as 30s, 10m, 1h)")
+    return sign * total
+
+
+def format_duration(seconds: float) -> str:
+    """Format seconds like Go's ``time.Duration.String()`` for whole seconds (``10m0s``)."""
+    whole = int(round(seconds))
+    if whole == 0:
+        return "0s"
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h{minutes}m{secs}s"
+    if minutes:
+        return f"{minutes}m{secs}s"
+    return f"{secs}s"
+
+
+class Settings(BaseModel):
+    """What the controller process was told to do. Field names are the flags in snake case."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    aitenant_namespace: str = contract.DEFAULT_AITENANT_NAMESPACE
+    gateway_namespace: str = "openshift-ingress"
+    gateway_name: str = "maas-default-gateway"
+    maas_subscription_namespace: str = contract.DEFAULT_SUBSCRIPTION_NAMESPACE
+    controller_namespace: str = "default"
+    infra_namespace: str = ""
+    enable_tenant_namespace_discovery: bool = False
+    deletion_timeout: float = Field(default=600.0, ge=0)
+    subscription_namespace_maintain_interval: float = Field(default=30.0, gt=0)
+    manage_default_tenant: bool = True
+    maas_api_url_template: str = DEFAULT_MAAS_API_URL_TEMPLATE
+    maas_api_ca_file: Path | None = None
+    maas_api_ca_key_file: Path | None = None
+    maas_api_image: str = "quay.io/opendatahub/maas-api:latest"
+    maas_api_cleanup_image: str = "docker.io/curlimages/curl:8.11.1"
+    maas_api_db_secret: str = "maas-db-config"
+    maas_api_replicas: int = Field(default=1, ge=0)
+    webhook_port: int = Field(default=contract.DEFAULT_WEBHOOK_PORT, ge=0, le=65535)
+    webhook_cert_dir: Path | None = None
+    metrics_port: int = Field(default=contract.DEFAULT_METRICS_PORT, ge=0, le=65535)
+    health_port: int = Field(default=contract.DEFAULT_HEALTH_PORT, ge=0, le=65535)
+    bind_address: str = "0.0.0.0"
+    leader_elect: bool = False
+    kubeconfig: Path | None = None
+    log_level: str = "info"
+    workers: int = Field(default=8, ge=1, le=256)
+
+    @field_validator(
+        "aitenant_namespace",
+        "gateway_namespace",
+        "gateway_name",
+        "maas_subscription_namespace",
+        "controller_namespace",
+    )
+    @classmethod
+    def _non_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must be non-empty")
+        return value.strip()
+
+    @field_validator("infra_namespace")
+    @classmethod
+    def _infra(cls, value: str) -> str:
+        if value and not value.strip():
+            raise ValueError("must not be whitespace only")
+        return value
+
+    @field_validator("maas_api_url_template")
+    @classmethod
+    def _url_template(cls, value: str) -> str:
+        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+        unknown = fields - URL_PLACEHOLDERS
+        if unknown:
+            raise ValueError(
+                f"unknown placeholder(s) {sorted(unknown)}; allowed: {sorted(URL_PLACEHOLDERS)}"
+            )
+        return value
+
+    @field_validator("log_level")
+    @classmethod
+    def _log_level(cls, value: str) -> str:
+        level = value.lower()
+        if level not in ("debug", "info", "warning", "error"):
+            raise ValueError("must be one of debug, info, warning, error")
+        return level
+
+    @property
+    def app_namespace(self) -> str:
+        """The infra namespace: where maas-api runs and gateway selector labels go."""
+        return self.infra_namespace or self.controller_namespace
+
+    def maas_api_url(self, tenant: str) -> str:
+        service = "maas-api" if tenant == contract.DEFAULT_TENANT_NAME else f"maas-api-{tenant}"
+        return self.maas_api_url_template.format(
+            service=service, namespace=self.app_namespace, tenant=tenant
+        )
+
+
+@dataclass(frozen=True)
+class _Flag:
+    field: str
+    kind: str  # "str" | "bool" | "int" | "duration" | "path"
+    help: str
+
+    @property
+    def option(self) -> str:
+        return "--" + self.field.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return self.field.upper()
+
+
+FLAGS: tuple[_Flag, ...] = (
+    _Flag("aitenant_namespace", "str", "the only namespace where AITenants are accepted"),
+    _Flag("gateway_namespace", "str", "namespace of every tenant Gateway"),
+    _Flag("gateway_name", "str", "the default tenant's Gateway name"),
+    _Flag("maas_subscription_namespace", "str", "tenant namespace of the default tenant"),
+    _Flag("controller_namespace", "str", "namespace of the controller (default POD_NAMESPACE)"),
+    _Flag("infra_namespace", "str", "infra namespace (default: the controller namespace)"),
+    _Flag("enable_tenant_namespace_discovery", "bool", "serve configs in labelled namespaces"),
+    _Flag("deletion_timeout", "duration", "force cleanup after this long; 0 disables"),
+    _Flag("subscription_namespace_maintain_interval", "duration", "namespace monitor period"),
+    _Flag("manage_default_tenant", "bool", "create Config/default and the default tenant"),
+    _Flag("maas_api_url_template", "str", "URL of maas-api's tenant API-key endpoint"),
+    _Flag("maas_api_ca_file", "path", "CA certificate that signs maas-api serving certs"),
+    _Flag("maas_api_ca_key_file", "path", "key of that CA"),
+    _Flag("maas_api_image", "str", "maas-api image"),
+    _Flag("maas_api_cleanup_image", "str", "image with curl for the key-cleanup CronJob"),
+    _Flag("maas_api_db_secret", "str", "Secret holding maas-api's DB_CONNECTION_URL"),
+    _Flag("maas_api_replicas", "int", "maas-api replicas per tenant"),
+    _Flag("webhook_port", "int", "HTTPS port of the admission webhook; 0 disables"),
+    _Flag("webhook_cert_dir", "path", "directory with tls.crt and tls.key for the webhook"),
+    _Flag("metrics_port", "int", "port of /metrics; 0 disables"),
+    _Flag("health_port", "int", "port of /healthz and /readyz; 0 disables"),
+    _Flag("bind_address", "str", "address the HTTP servers listen on"),
+    _Flag("leader_elect", "bool", "elect a leader through a Lease before reconciling"),
+    _Flag("kubeconfig", "path", "kubeconfig file (default: in-cluster, then ~/.kube/config)"),
+    _Flag("log_level", "str", "debug, info, warning or error"),
+    _Flag("workers", "int", "concurrent reconciles per controller"),
+)
+
+# Upstream's name for the deletion timeout variable, accepted as an alias.
+_ENV_ALIASES = {"deletion_timeout": ("AITENANT_DELETION_TIMEOUT",)}
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+def _convert(flag: _Flag, raw: str) -> Any:
+    if flag.kind == "bool":
+        low = raw.strip().lower()
+        if low in _TRUE:
+            return True
+        if low in _FALSE:
+            return False
+        raise ValueError(f"invalid boolean {raw!r}")
+    if flag.kind == "int":
+        return int(raw)
+    if flag.kind == "duration":
+        return parse_duration(raw)
+    if flag.kind == "path":
+        return Path(raw) if raw else None
+    return raw
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="aitenant-controller",
+        description="AITenant controller and admission webhook",
+        argument_default=argparse.SUPPRESS,
+    )
+    for flag in FLAGS:
+        if flag.kind == "bool":
+            # Go-style: bare flag means true; --flag=false is accepted too.
+            parser.add_argument(flag.option, nargs="?", const="true", help=f"{flag.help} [{flag.env}]")
+        else:
+            parser.add_argument(flag.option, help=f"{flag.help} [{flag.env}]")
+    return parser
+
+
+def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
+    """Build Settings from the command line and the environment, or raise SettingsError."""
+    args = vars(_parser().parse_args(list(argv)))
+    values: dict[str, Any] = {}
+    source: dict[str, str] = {}
+    for flag in FLAGS:
+        raw: str | None = args.get(flag.field)
+        origin = flag.option
+        if raw is None:
+            for name in (flag.env, *_ENV_ALIASES.get(flag.field, ())):
+                if name in environ:
+                    raw, origin = environ[name], f"{flag.option} (from ${name})"
+                    break
+        if raw is None:
+            continue
+        try:
+            values[flag.field] = _convert(flag, raw)
+        except ValueError as exc:
+            raise SettingsError(f"invalid value for {origin}: {exc}") from None
+        source[flag.field] = origin
+    if "controller_namespace" not in values and environ.get("POD_NAMESPACE"):
+        values["controller_namespace"] = environ["POD_NAMESPACE"]
+        source["controller_namespace"] = "--controller-namespace (from $POD_NAMESPACE)"
+    try:
+        return Settings(**values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        field = str(err["loc"][0]) if err["loc"] else ""
+        origin = source.get(field, "--" + field.replace("_", "-"))
+        msg = str(err["msg"]).removeprefix("Value error, ")
+        raise SettingsError(f"invalid value for {origin}: {msg}") from None
