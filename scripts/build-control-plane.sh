@@ -10,7 +10,8 @@
 set -euo pipefail
 
 CACHE="${AITENANT_CACHE:-$HOME/.cache/aitenant-k8s}"
-BIN="$CACHE/kube-v1.20.2/bin"
+# Bump the suffix whenever the patches below change, so cached builds are redone.
+BIN="$CACHE/kube-v1.20.2-p1/bin"
 WANT=(kube-apiserver kube-controller-manager)
 command -v kubectl >/dev/null 2>&1 || WANT+=(kubectl)
 
@@ -55,6 +56,16 @@ dpkg-source -x --skip-patches ./kubernetes_*.dsc src >/dev/null 2>&1 || dpkg-sou
 # vendored reflect2 v1.0.1 segfaults under Go >= 1.18; use Debian's 1.0.2.
 rm -rf src/vendor/github.com/modern-go/reflect2
 cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 src/vendor/github.com/modern-go/reflect2
+
+# kube-openapi in 1.20 treats the zero value of a typed field ("" or 0) as null when built with
+# Go >= 1.18 (kubernetes#99804, fixed upstream in kube-openapi#230): `""` in a custom
+# resource's string field is refused. Apply the upstream fix: only a real nil is null.
+openapi_type=src/vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go
+sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$openapi_type"
+grep -q 'reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data))' "$openapi_type" && {
+  log "could not patch $openapi_type"; exit 1; }
+# reflect may now be unused in that file.
+grep -q 'reflect\.' "$openapi_type" || sed -i '/^\s*"reflect"$/d' "$openapi_type"
 
 mkdir -p gopath/src/k8s.io
 ln -s "$WORK/src" gopath/src/k8s.io/kubernetes

@@ -8,7 +8,6 @@ Invalid values stop the process at start with one line naming the flag (``Settin
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import string
 from collections.abc import Mapping, Sequence
@@ -64,7 +63,7 @@ def parse_duration(text: str) -> float:
 
 def format_duration(seconds: float) -> str:
     """Format seconds like Go's ``time.Duration.String()`` for whole seconds (``10m0s``)."""
-    whole = int(round(seconds))
+    whole = round(seconds)
     if whole == 0:
         return "0s"
     hours, rest = divmod(whole, 3600)
@@ -235,7 +234,9 @@ def _parser() -> argparse.ArgumentParser:
     for flag in FLAGS:
         if flag.kind == "bool":
             # Go-style: bare flag means true; --flag=false is accepted too.
-            parser.add_argument(flag.option, nargs="?", const="true", help=f"{flag.help} [{flag.env}]")
+            parser.add_argument(
+                flag.option, nargs="?", const="true", help=f"{flag.help} [{flag.env}]"
+            )
         else:
             parser.add_argument(flag.option, help=f"{flag.help} [{flag.env}]")
     return parser

@@ -1,0 +1,222 @@
+"""Wiring: settings → client → informers, controllers, servers → one Manager.
+
+The only module that knows every part; everything else takes its collaborators as arguments.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from lightkube import AsyncClient, KubeConfig
+
+from aitenant import contract, naming
+from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.infra_namespace import (
+    NamespaceSetupError,
+    ensure_managed_namespace,
+    monitor_managed_namespace,
+)
+from aitenant.resources import AITenant, Gateway, MaasTenantConfig
+from aitenant.runtime import http
+from aitenant.runtime.controller import Controller, Key
+from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.informer import EventType, Informer, Obj
+from aitenant.runtime.leader import LeaderElector
+from aitenant.runtime.manager import Manager
+from aitenant.runtime.metrics import Metrics
+from aitenant.settings import Settings, SettingsError, load_settings
+
+log = logging.getLogger("aitenant")
+
+GATEWAY_INDEX = "gateway"
+
+
+def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
+    config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else None
+    client = AsyncClient(config, field_manager=contract.CONTROLLER_NAME)
+    instrument(client, metrics)
+    return client
+
+
+def instrument(client: AsyncClient, metrics: Metrics) -> None:
+    """Count every API request by verb and code (lightkube exposes no hook, httpx does)."""
+    http_client: Any = client._client._client  # pyright: ignore[reportPrivateUsage]
+
+    async def on_response(response: Any) -> None:
+        request = response.request
+        verb = {
+            "POST": "CREATE",
+            "PUT": "UPDATE",
+            "PATCH": "PATCH",
+            "DELETE": "DELETE",
+        }.get(request.method)
+        if verb is None:
+            verb = "WATCH" if request.url.params.get("watch") else "GET"
+        metrics.api_requests.labels(verb, str(response.status_code)).inc()
+
+    http_client.event_hooks["response"].append(on_response)
+
+
+def gateway_index_key(namespace: str, name: str) -> str:
+    return f"{namespace}/{name}"
+
+
+def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
+    """AITenant predicate: create, delete, generation change, deletionTimestamp newly set."""
+    if event != "MODIFIED" or old is None:
+        return True
+    old_meta, new_meta = old["metadata"], new["metadata"]
+    return old_meta.get("generation") != new_meta.get("generation") or (
+        bool(new_meta.get("deletionTimestamp")) and not old_meta.get("deletionTimestamp")
+    )
+
+
+def config_owner(obj: Obj) -> Key | None:
+    ann = obj["metadata"].get("annotations") or {}
+    name = ann.get(contract.ANNOTATION_AITENANT_NAME)
+    namespace = ann.get(contract.ANNOTATION_AITENANT_NAMESPACE)
+    return Key(namespace, name) if name and namespace else None
+
+
+@dataclass
+class App:
+    settings: Settings
+    client: AsyncClient
+    metrics: Metrics
+    manager: Manager
+    tenants: Informer
+    configs: Informer
+    gateways: Informer
+    aitenant_controller: Controller
+
+    def tenants_for_gateway(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        return [
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in self.tenants.by_index(GATEWAY_INDEX, gateway_index_key(namespace, name))
+        ]
+
+
+def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
+    tenants = Informer(client, AITenant)
+    tenants.add_index(
+        GATEWAY_INDEX,
+        lambda o: [gateway_index_key(*naming.gateway_ref_for(o, settings.gateway_namespace))],
+    )
+    configs = Informer(client, MaasTenantConfig)
+    gateways = Informer(client, Gateway, namespace=settings.gateway_namespace)
+
+    events = EventRecorder(client, component=contract.EVENT_SOURCE)
+    reconciler = AITenantReconciler(
+        client=client, settings=settings, events=events, get_tenant=tenants.get
+    )
+    controller = Controller(
+        "aitenant", reconciler.reconcile, metrics=metrics, workers=settings.workers
+    )
+
+    def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
+        if tenant_changed(event, old, new):
+            meta = new["metadata"]
+            controller.enqueue(Key(meta["namespace"], meta["name"]))
+
+    def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
+        if (key := config_owner(new)) is not None:
+            controller.enqueue(key)
+
+    def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
+        if (
+            event == "MODIFIED"
+            and old is not None
+            and old["metadata"].get("generation") == new["metadata"].get("generation")
+        ):
+            return
+        meta = new["metadata"]
+        for namespace, name in app.tenants_for_gateway(meta["namespace"], meta["name"]):
+            controller.enqueue(Key(namespace, name))
+
+    tenants.add_handler(on_tenant)
+    configs.add_handler(on_config)
+    gateways.add_handler(on_gateway)
+
+    elector = None
+    if settings.leader_elect:
+        elector = LeaderElector(
+            client, name=contract.LEASE_NAME, namespace=settings.controller_namespace
+        )
+    manager = Manager(
+        informers=[tenants, configs, gateways],
+        required_informers=[tenants, configs],
+        controllers=[controller],
+        elector=elector,
+        leader_runnables=[
+            lambda: monitor_managed_namespace(
+                client,
+                settings.aitenant_namespace,
+                settings.subscription_namespace_maintain_interval,
+            )
+        ],
+    )
+    app = App(settings, client, metrics, manager, tenants, configs, gateways, controller)
+    checks: list[http.ReadyCheck] = [manager.ready_problem]
+    if settings.health_port:
+        manager.servers.append(
+            lambda: http.serve(http.health_app(checks), settings.bind_address, settings.health_port)
+        )
+    if settings.metrics_port:
+        manager.servers.append(
+            lambda: http.serve(
+                http.metrics_app(metrics), settings.bind_address, settings.metrics_port
+            )
+        )
+    return app
+
+
+async def run(settings: Settings) -> int:
+    metrics = Metrics()
+    client = make_client(settings, metrics)
+    try:
+        await ensure_managed_namespace(client, settings.aitenant_namespace)
+    except NamespaceSetupError as exc:
+        log.error("%s", exc)
+        return 1
+    app = build_app(settings, client, metrics)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, app.manager.stop)
+    log.info(
+        "starting: aitenant namespace %s, gateway namespace %s, infra namespace %s",
+        settings.aitenant_namespace,
+        settings.gateway_namespace,
+        settings.app_namespace,
+    )
+    failures: list[BaseException] = []
+    try:
+        await app.manager.run()
+    except* Exception as group:
+        failures.extend(group.exceptions)
+    finally:
+        await client.close()
+    for exc in failures:
+        log.error("stopping: %s", exc)
+    log.info("stopped")
+    return 1 if failures else 0
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import os
+
+    try:
+        settings = load_settings(sys.argv[1:] if argv is None else argv, os.environ)
+    except SettingsError as exc:
+        print(f"aitenant-controller: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
+    logging.basicConfig(
+        level=settings.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    raise SystemExit(asyncio.run(run(settings)))

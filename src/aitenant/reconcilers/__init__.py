@@ -1,0 +1,1 @@
+"""Reconcilers: level-triggered functions from a key to a Result, one module per kind."""

@@ -1,0 +1,53 @@
+"""Plain-HTTP endpoints every replica serves: /healthz, /readyz and /metrics."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+
+from aitenant.runtime.metrics import Metrics
+
+ReadyCheck = Callable[[], str | None]  # None when ready, else why not
+
+
+def health_app(ready_checks: list[ReadyCheck]) -> web.Application:
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        problems = [p for check in ready_checks if (p := check())]
+        if problems:
+            return web.Response(status=503, text="; ".join(problems))
+        return web.Response(text="ok")
+
+    app = web.Application()
+    app.router.add_get("/healthz", healthz)
+    app.router.add_get("/readyz", readyz)
+    return app
+
+
+def metrics_app(metrics: Metrics) -> web.Application:
+    async def render(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.render(), content_type="text/plain", charset="utf-8")
+
+    app = web.Application()
+    app.router.add_get("/metrics", render)
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int, **kwargs: object) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, host, port, **kwargs)  # type: ignore[arg-type]
+    await site.start()
+    return runner
+
+
+def bound_port(runner: web.AppRunner) -> int:
+    """The port actually bound (useful when asked for port 0)."""
+    for site in runner.sites:
+        server = getattr(site, "_server", None)
+        if server is not None and server.sockets:
+            return int(server.sockets[0].getsockname()[1])
+    raise RuntimeError("runner has no bound socket")

@@ -1,0 +1,181 @@
+"""Informers: list, then watch from the list's resourceVersion, into an in-memory store.
+
+* Resumes a cut watch from the last resourceVersion seen; relists on 410 Gone and emits the
+  difference (adds, updates, deletes) so handlers never miss a change.
+* Reconnects with capped exponential backoff on any other error.
+* Objects are kept as plain dicts (lightkube generic resources), the form the API sent.
+* ``namespace="*"`` (the default) watches a namespaced kind in every namespace; pass None for
+  cluster-scoped kinds.
+* Indexes map an object to index values (e.g. gateway ref → tenants); lookups are O(1).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from collections.abc import Callable
+from typing import Any, Literal
+
+from lightkube import ApiError, AsyncClient
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+ObjKey = tuple[str, str]  # (namespace or "", name)
+EventType = Literal["ADDED", "MODIFIED", "DELETED"]
+Handler = Callable[[EventType, Obj | None, Obj], None]
+IndexFunc = Callable[[Obj], list[str]]
+
+
+def object_key(obj: Obj) -> ObjKey:
+    meta = obj["metadata"]
+    return (meta.get("namespace") or "", meta["name"])
+
+
+class Informer:
+    def __init__(
+        self,
+        client: AsyncClient,
+        resource: Any,
+        *,
+        namespace: str | None = "*",
+        labels: dict[str, str] | None = None,
+        watch_timeout: int = 290,
+        max_backoff: float = 30.0,
+    ) -> None:
+        self.client = client
+        self.resource = resource
+        self.kind: str = resource._api_info.resource.kind
+        self.namespace = namespace
+        self.labels = labels
+        self.watch_timeout = watch_timeout
+        self.max_backoff = max_backoff
+        self.synced = asyncio.Event()
+        self._store: dict[ObjKey, Obj] = {}
+        self._handlers: list[Handler] = []
+        self._index_funcs: dict[str, IndexFunc] = {}
+        self._indexes: dict[str, defaultdict[str, set[ObjKey]]] = {}
+        self.relists = 0
+
+    # -- read side ---------------------------------------------------------------------------
+    def get(self, namespace: str, name: str) -> Obj | None:
+        return self._store.get((namespace, name))
+
+    def list(self) -> list[Obj]:
+        return list(self._store.values())
+
+    def __len__(self) -> int:
+        return len(self._store)
+
+    def add_index(self, name: str, func: IndexFunc) -> None:
+        self._index_funcs[name] = func
+        index: defaultdict[str, set[ObjKey]] = defaultdict(set)
+        for key, obj in self._store.items():
+            for value in func(obj):
+                index[value].add(key)
+        self._indexes[name] = index
+
+    def by_index(self, name: str, value: str) -> list[Obj]:
+        keys = self._indexes[name].get(value, ())
+        return [self._store[k] for k in keys if k in self._store]
+
+    def add_handler(self, handler: Handler) -> None:
+        self._handlers.append(handler)
+
+    # -- write side --------------------------------------------------------------------------
+    def _index_remove(self, key: ObjKey, obj: Obj) -> None:
+        for name, func in self._index_funcs.items():
+            index = self._indexes[name]
+            for value in func(obj):
+                keys = index.get(value)
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+
+    def _index_add(self, key: ObjKey, obj: Obj) -> None:
+        for name, func in self._index_funcs.items():
+            for value in func(obj):
+                self._indexes[name][value].add(key)
+
+    def _apply(self, event: EventType, obj: Obj) -> None:
+        key = object_key(obj)
+        old = self._store.get(key)
+        if old is not None:
+            self._index_remove(key, old)
+        if event == "DELETED":
+            self._store.pop(key, None)
+        else:
+            self._store[key] = obj
+            self._index_add(key, obj)
+            if old is not None:
+                event = "MODIFIED"
+        for handler in self._handlers:
+            try:
+                handler(event, old, obj)
+            except Exception:  # a handler bug must not kill the watch
+                log.exception("%s informer handler failed", self.kind)
+
+    def _replace_all(self, objs: list[Obj]) -> None:
+        seen = set()
+        for obj in objs:
+            key = object_key(obj)
+            seen.add(key)
+            old = self._store.get(key)
+            rv = obj["metadata"].get("resourceVersion")
+            if old is None or old["metadata"].get("resourceVersion") != rv:
+                self._apply("MODIFIED" if old else "ADDED", obj)
+        for key in [k for k in self._store if k not in seen]:
+            self._apply("DELETED", self._store[key])
+
+    async def _list(self) -> str:
+        kwargs: dict[str, Any] = {"labels": self.labels}
+        if self.namespace is not None:
+            kwargs["namespace"] = self.namespace
+        listing = self.client.list(self.resource, **kwargs)
+        objs = [dict(o) async for o in listing]
+        try:
+            version = listing.resourceVersion
+        except Exception:  # empty list before 1.x: resourceVersion only after iteration
+            version = ""
+        self._replace_all(objs)
+        return version
+
+    async def run(self) -> None:
+        """List and watch until cancelled."""
+        version = ""
+        backoff = 0.5
+        need_list = True
+        while True:
+            try:
+                if need_list:
+                    version = await self._list()
+                    need_list = False
+                    self.synced.set()
+                kwargs: dict[str, Any] = {
+                    "labels": self.labels,
+                    "resource_version": version,
+                    "server_timeout": self.watch_timeout,
+                }
+                if self.namespace is not None:
+                    kwargs["namespace"] = self.namespace
+                async for event, obj in self.client.watch(self.resource, **kwargs):
+                    data = dict(obj)
+                    version = data["metadata"].get("resourceVersion", version)
+                    if event in ("ADDED", "MODIFIED", "DELETED"):
+                        self._apply(event, data)
+                    backoff = 0.5
+            except asyncio.CancelledError:
+                raise
+            except ApiError as exc:
+                if exc.status.code == 410:
+                    log.info("%s watch expired (410 Gone); relisting", self.kind)
+                    self.relists += 1
+                    need_list = True
+                    continue
+                log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
+            except Exception as exc:
+                log.warning("%s watch interrupted: %r; retrying in %.1fs", self.kind, exc, backoff)
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self.max_backoff)

@@ -1,0 +1,87 @@
+"""The manager runs every part of the process in one TaskGroup and shuts it down cleanly.
+
+* Informers and HTTP servers run on every replica (the webhook must answer on all of them).
+* Controllers and leader-only loops start once this replica holds the Lease (or at once
+  without leader election). Losing the Lease ends the process with an error.
+* ``stop()`` (wired to SIGTERM) cancels everything and releases the Lease.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from aitenant.runtime.controller import Controller
+from aitenant.runtime.informer import Informer
+from aitenant.runtime.leader import LeaderElector
+
+log = logging.getLogger(__name__)
+
+Runnable = Callable[[], Coroutine[Any, Any, None]]
+
+
+@dataclass
+class Manager:
+    informers: list[Informer] = field(default_factory=list)
+    required_informers: list[Informer] = field(default_factory=list)
+    controllers: list[Controller] = field(default_factory=list)
+    leader_runnables: list[Runnable] = field(default_factory=list)
+    runnables: list[Runnable] = field(default_factory=list)
+    servers: list[Callable[[], Awaitable[web.AppRunner]]] = field(default_factory=list)
+    elector: LeaderElector | None = None
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    _runners: list[web.AppRunner] = field(default_factory=list)
+
+    def ready_problem(self) -> str | None:
+        waiting = [i.kind for i in self.required_informers if not i.synced.is_set()]
+        return f"informers not synced: {', '.join(waiting)}" if waiting else None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def wait_synced(self) -> None:
+        await asyncio.gather(*(i.synced.wait() for i in self.required_informers))
+
+    async def run(self) -> None:
+        try:
+            for start_server in self.servers:
+                self._runners.append(await start_server())
+            async with asyncio.TaskGroup() as group:
+                stopper = group.create_task(self._stop.wait())
+                main = group.create_task(self._run_all())
+                done, _ = await asyncio.wait({stopper, main}, return_when=asyncio.FIRST_COMPLETED)
+                for task in (stopper, main):
+                    if task not in done:
+                        task.cancel()
+        finally:
+            if self.elector is not None:
+                await self.elector.release()
+            for runner in self._runners:
+                with contextlib.suppress(Exception):
+                    await runner.cleanup()
+            self._runners.clear()
+
+    async def _run_all(self) -> None:
+        async with asyncio.TaskGroup() as group:
+            for informer in self.informers:
+                group.create_task(informer.run(), name=f"informer-{informer.kind}")
+            for runnable in self.runnables:
+                group.create_task(runnable())
+            group.create_task(self._lead())
+
+    async def _lead(self) -> None:
+        await self.wait_synced()
+        async with asyncio.TaskGroup() as group:
+            if self.elector is not None:
+                await self.elector.acquire()
+                group.create_task(self.elector.hold(), name="leader-lease")
+            for controller in self.controllers:
+                group.create_task(controller.run(), name=f"controller-{controller.name}")
+            for runnable in self.leader_runnables:
+                group.create_task(runnable())

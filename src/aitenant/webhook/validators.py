@@ -1,0 +1,581 @@
+"""Admission decisions for AITenant and the AdmissionReview envelope around them. Pure: no I/O.
+
+Rules, in evaluation order (upstream-behaviour.md §2.2 plus decision D4); the first failing
+rule decides and its message is what ``kubectl`` prints after
+``admission webhook "vaitenant.kb.io" denied the request:``.
+
+CREATE
+  1. the object is an AITenant;
+  2. configuration guards (AITenant namespace and gateway namespace are set);
+  3. name at most 41 characters, then a DNS-1123 label (D4; the CRD's CEL messages);
+  4. spec rules of the CRD schema (``spec.gateway.name``, ``spec.oidc``);
+  5. namespace placement: only the configured AITenant namespace;
+  6. Gateway uniqueness, served from the informer cache (D3); denied while it has not synced.
+UPDATE
+  1. old and new are AITenants; 2. guards; 4. spec rules on the new object, ratcheted: a value
+  that did not change is not re-judged, so a tenant stored before these rules existed can still
+  be relabelled or have its finalizer removed; 6. Gateway uniqueness on the new object, always.
+DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
+
+Gateway uniqueness counts AITenants that are being deleted and skips the object itself, as
+upstream does: a Gateway is free again only once its previous tenant is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, NotRequired, Protocol, TypedDict
+
+from aitenant import contract
+from aitenant.naming import gateway_ref_for
+
+log = logging.getLogger(__name__)
+
+AITENANT_KIND: Final = "AITenant"
+AITENANT_RESOURCE: Final = "aitenants"
+ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
+ADMISSION_REVIEW_KIND: Final = "AdmissionReview"
+# An UPDATE review carries the old and the new object; etcd caps an object at 1.5 MiB.
+DEFAULT_MAX_BYTES: Final = 4 * 1024 * 1024
+
+MSG_NAME_TOO_LONG: Final = (
+    f"AITenant name must be at most {contract.MAX_AITENANT_NAME} characters "
+    "(required for per-tenant resource naming with 63-character Kubernetes limit)"
+)
+MSG_NAME_NOT_DNS1123: Final = (
+    "AITenant name must be a valid DNS-1123 label "
+    "(lowercase alphanumeric and hyphens, starting and ending with alphanumeric)"
+)
+MSG_NOT_SYNCED: Final = (
+    "AITenant webhook is not ready: the AITenant cache has not synced yet; retry shortly"
+)
+MSG_NO_AITENANT_NAMESPACE: Final = "AITenant infrastructure namespace is not configured"
+MSG_NO_GATEWAY_NAMESPACE: Final = "gateway namespace is not configured"
+
+_NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+_GATEWAY_NAME_RE: Final = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?)?")
+# The CRD patterns use \S, which the API server evaluates with Go's ASCII-only class.
+_WHITESPACE: Final = "\t\n\f\r "
+_ISSUER_RE: Final = re.compile(rf"https://[^{_WHITESPACE}]+")
+_GATEWAY_NAME_MAX: Final = 63
+_ISSUER_MIN, _ISSUER_MAX = 9, 2048
+_CLIENT_ID_MAX: Final = 256
+_TTL_MIN: Final = 30
+_TTL_DEFAULT: Final = 300
+
+_REASONS: Final = {
+    400: "BadRequest",
+    403: "Forbidden",
+    413: "RequestEntityTooLarge",
+    500: "InternalError",
+    503: "ServiceUnavailable",
+}
+
+
+# --- verdicts ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of one admission decision; ``code`` becomes ``response.status.code``."""
+
+    allowed: bool
+    message: str = ""
+    code: int = 200
+    warnings: tuple[str, ...] = ()
+
+
+def allow() -> Verdict:
+    """Admit the request."""
+    return Verdict(allowed=True)
+
+
+def deny(message: str, code: int = 403) -> Verdict:
+    """Refuse the request with ``message`` (403 Forbidden unless told otherwise)."""
+    return Verdict(allowed=False, message=message, code=code)
+
+
+# --- collaborators ----------------------------------------------------------------------------
+
+
+class GatewayIndex(Protocol):
+    """Read side of the informer cache that the uniqueness rule needs (decision D3)."""
+
+    def has_synced(self) -> bool:
+        """True once the AITenant informer has completed its first list."""
+        ...
+
+    def tenants_for_gateway(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        """(namespace, name) of every cached AITenant using this Gateway, deleting ones too."""
+        ...
+
+
+@dataclass(frozen=True)
+class WebhookPolicy:
+    """The settings the rules depend on (``--aitenant-namespace``, ``--gateway-namespace``)."""
+
+    aitenant_namespace: str
+    gateway_namespace: str
+
+
+# --- small helpers ----------------------------------------------------------------------------
+
+_MISSING: Final = object()
+
+
+def _quote(value: str) -> str:
+    """Quote like Go's ``%q`` for the strings that reach these messages."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int | float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list | tuple):
+        return "array"
+    if isinstance(value, Mapping):
+        return "object"
+    return type(value).__name__
+
+
+def _describe(obj: object) -> str:
+    if not isinstance(obj, Mapping):
+        return _json_type(obj)
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not api_version and not kind:
+        return "an object without apiVersion and kind"
+    return f"{api_version or ''}, Kind={kind or ''}"
+
+
+def _is_aitenant(obj: object) -> bool:
+    return (
+        isinstance(obj, Mapping)
+        and obj.get("kind") == AITENANT_KIND
+        and obj.get("apiVersion") == contract.API_VERSION
+    )
+
+
+def _meta_str(obj: Mapping[str, Any], key: str) -> str:
+    metadata = obj.get("metadata")
+    value = metadata.get(key) if isinstance(metadata, Mapping) else None
+    return value if isinstance(value, str) else ""
+
+
+def _lookup(obj: Mapping[str, Any], path: tuple[str, ...]) -> object:
+    current: object = obj
+    for key in path:
+        if not isinstance(current, Mapping) or key not in current:
+            return _MISSING
+        current = current[key]
+    return current
+
+
+def _unchanged(old: Mapping[str, Any], new: Mapping[str, Any], path: tuple[str, ...]) -> bool:
+    """Whether the value a problem concerns is the same in both objects (ratcheting).
+
+    A missing required field is judged on its closest present parent: adding ``spec.oidc``
+    without ``issuerUrl`` is a change, relabelling a tenant that always lacked it is not.
+    """
+    while path and _lookup(new, path) is _MISSING:
+        path = path[:-1]
+    return _lookup(old, path) == _lookup(new, path)
+
+
+# --- rules ------------------------------------------------------------------------------------
+
+
+def _guard(policy: WebhookPolicy) -> Verdict | None:
+    if not policy.aitenant_namespace:
+        return deny(MSG_NO_AITENANT_NAMESPACE)
+    if not policy.gateway_namespace:
+        return deny(MSG_NO_GATEWAY_NAMESPACE)
+    return None
+
+
+def _check_name(obj: Mapping[str, Any]) -> Verdict | None:
+    name = _meta_str(obj, "name")
+    if len(name) > contract.MAX_AITENANT_NAME:
+        return deny(MSG_NAME_TOO_LONG)
+    if not _NAME_RE.fullmatch(name):
+        return deny(MSG_NAME_NOT_DNS1123)
+    return None
+
+
+Problem = tuple[tuple[str, ...], str]
+"""A spec rule violation: the field path it concerns and the message."""
+
+
+def _gateway_problems(spec: Mapping[str, Any], gateway_namespace: str) -> list[Problem]:
+    gateway = spec.get("gateway")
+    if gateway is None:
+        return []
+    if not isinstance(gateway, Mapping):
+        return [
+            (
+                ("spec", "gateway"),
+                f"spec.gateway must be an object with an optional name, got {_json_type(gateway)}",
+            )
+        ]
+    path = ("spec", "gateway", "name")
+    name = gateway.get("name")
+    hint = (
+        f"set it to the name of a Gateway in namespace {_quote(gateway_namespace)}, "
+        "or remove it to use the AITenant name"
+    )
+    if name is None:
+        return []
+    if not isinstance(name, str):
+        return [(path, f"spec.gateway.name must be a string, got {_json_type(name)}; {hint}")]
+    if len(name) > _GATEWAY_NAME_MAX:
+        return [
+            (
+                path,
+                f"spec.gateway.name must be at most {_GATEWAY_NAME_MAX} characters "
+                f"(got {len(name)}); {hint}",
+            )
+        ]
+    if not _GATEWAY_NAME_RE.fullmatch(name):
+        return [
+            (
+                path,
+                f"spec.gateway.name {_quote(name)} must be a valid DNS-1123 label (lowercase "
+                f"alphanumeric and hyphens, starting and ending with alphanumeric); {hint}",
+            )
+        ]
+    return []
+
+
+def _issuer_problem(oidc: Mapping[str, Any]) -> str | None:
+    hint = "set it to the https:// URL of your OIDC issuer, or remove spec.oidc"
+    issuer = oidc.get("issuerUrl")
+    if issuer is None:
+        return f"spec.oidc.issuerUrl is required when spec.oidc is set; {hint}"
+    if not isinstance(issuer, str):
+        return f"spec.oidc.issuerUrl must be a string, got {_json_type(issuer)}; {hint}"
+    if not issuer:
+        return f"spec.oidc.issuerUrl must not be empty; {hint}"
+    if not _ISSUER_RE.fullmatch(issuer):
+        return (
+            f"spec.oidc.issuerUrl {_quote(issuer)} must start with https:// and contain no "
+            f"whitespace; {hint}"
+        )
+    if not _ISSUER_MIN <= len(issuer) <= _ISSUER_MAX:
+        return (
+            f"spec.oidc.issuerUrl must be between {_ISSUER_MIN} and {_ISSUER_MAX} characters "
+            f"(got {len(issuer)}); {hint}"
+        )
+    return None
+
+
+def _client_id_problem(oidc: Mapping[str, Any]) -> str | None:
+    hint = "set it to the client ID registered with your OIDC issuer, or remove spec.oidc"
+    client_id = oidc.get("clientId")
+    if client_id is None:
+        return f"spec.oidc.clientId is required when spec.oidc is set; {hint}"
+    if not isinstance(client_id, str):
+        return f"spec.oidc.clientId must be a string, got {_json_type(client_id)}; {hint}"
+    if not client_id:
+        return f"spec.oidc.clientId must not be empty; {hint}"
+    if any(char in _WHITESPACE for char in client_id):
+        return f"spec.oidc.clientId {_quote(client_id)} must not contain whitespace; {hint}"
+    if len(client_id) > _CLIENT_ID_MAX:
+        return (
+            f"spec.oidc.clientId must be at most {_CLIENT_ID_MAX} characters "
+            f"(got {len(client_id)}); {hint}"
+        )
+    return None
+
+
+def _ttl_problem(oidc: Mapping[str, Any]) -> str | None:
+    hint = f"use {_TTL_MIN} or more, or remove it to get the default of {_TTL_DEFAULT}"
+    ttl = oidc.get("ttl")
+    if ttl is None:
+        return None
+    integral = isinstance(ttl, int) or (
+        isinstance(ttl, float) and math.isfinite(ttl) and ttl.is_integer()
+    )
+    if isinstance(ttl, bool) or not integral:
+        return (
+            f"spec.oidc.ttl must be an integer number of seconds, got {_json_type(ttl)} "
+            f"{json.dumps(ttl)}; {hint}"
+        )
+    if ttl < _TTL_MIN:
+        return f"spec.oidc.ttl must be at least {_TTL_MIN} seconds (got {int(ttl)}); {hint}"
+    return None
+
+
+def _oidc_problems(spec: Mapping[str, Any]) -> list[Problem]:
+    oidc = spec.get("oidc")
+    if oidc is None:
+        return []
+    if not isinstance(oidc, Mapping):
+        return [
+            (
+                ("spec", "oidc"),
+                f"spec.oidc must be an object with issuerUrl and clientId, "
+                f"got {_json_type(oidc)}; set both fields, or remove spec.oidc",
+            )
+        ]
+    checks: tuple[tuple[str, Callable[[Mapping[str, Any]], str | None]], ...] = (
+        ("issuerUrl", _issuer_problem),
+        ("clientId", _client_id_problem),
+        ("ttl", _ttl_problem),
+    )
+    problems: list[Problem] = []
+    for field, check in checks:
+        message = check(oidc)
+        if message is not None:
+            problems.append((("spec", "oidc", field), message))
+    return problems
+
+
+def spec_problems(obj: Mapping[str, Any], gateway_namespace: str) -> list[Problem]:
+    """Every violation of the CRD schema's spec rules, in a fixed order (gateway, then oidc)."""
+    spec = obj.get("spec")
+    if spec is None:
+        return []
+    if not isinstance(spec, Mapping):
+        return [(("spec",), f"spec must be an object, got {_json_type(spec)}")]
+    return _gateway_problems(spec, gateway_namespace) + _oidc_problems(spec)
+
+
+def _check_placement(obj: Mapping[str, Any], policy: WebhookPolicy) -> Verdict | None:
+    namespace = _meta_str(obj, "namespace")
+    if namespace == policy.aitenant_namespace:
+        return None
+    return deny(
+        f"AITenant {namespace}/{_meta_str(obj, 'name')} must be created in the configured "
+        f"AITenant infrastructure namespace {_quote(policy.aitenant_namespace)}"
+    )
+
+
+def _check_gateway_unique(
+    obj: Mapping[str, Any], policy: WebhookPolicy, index: GatewayIndex
+) -> Verdict | None:
+    if not index.has_synced():
+        return deny(MSG_NOT_SYNCED, code=503)
+    gw_namespace, gw_name = gateway_ref_for(obj, policy.gateway_namespace)
+    try:
+        holders = index.tenants_for_gateway(gw_namespace, gw_name)
+    except Exception as exc:  # a broken index must deny, never allow
+        return deny(f"failed to list AITenants: {exc}")
+    me = (_meta_str(obj, "namespace"), _meta_str(obj, "name"))
+    for holder in sorted(set(holders)):
+        # Upstream lists only the AITenant namespace; misplaced tenants never claim a Gateway.
+        if holder == me or holder[0] != policy.aitenant_namespace:
+            continue
+        return deny(
+            f"gateway {gw_namespace}/{gw_name} is already in use by AITenant "
+            f"{holder[0]}/{holder[1]}; each AITenant requires a dedicated Gateway for "
+            "isolation; please create a new Gateway for this tenant or specify a different "
+            "gateway name in spec.gateway.name"
+        )
+    return None
+
+
+def validate_create(obj: object, *, policy: WebhookPolicy, index: GatewayIndex) -> Verdict:
+    """Decide a CREATE of ``obj`` (the AITenant as a JSON-like mapping)."""
+    if not _is_aitenant(obj):
+        return deny(f"expected AITenant object, got {_describe(obj)}")
+    assert isinstance(obj, Mapping)
+    if (verdict := _guard(policy)) is not None:
+        return verdict
+    if (verdict := _check_name(obj)) is not None:
+        return verdict
+    if problems := spec_problems(obj, policy.gateway_namespace):
+        return deny(problems[0][1])
+    if (verdict := _check_placement(obj, policy)) is not None:
+        return verdict
+    if (verdict := _check_gateway_unique(obj, policy, index)) is not None:
+        return verdict
+    return allow()
+
+
+def validate_update(
+    old: object, new: object, *, policy: WebhookPolicy, index: GatewayIndex
+) -> Verdict:
+    """Decide an UPDATE from ``old`` to ``new`` (main resource only; status is not intercepted)."""
+    if not _is_aitenant(old):
+        return deny(f"expected AITenant object for old, got {_describe(old)}")
+    if not _is_aitenant(new):
+        return deny(f"expected AITenant object for new, got {_describe(new)}")
+    assert isinstance(old, Mapping)
+    assert isinstance(new, Mapping)
+    if (verdict := _guard(policy)) is not None:
+        return verdict
+    for path, message in spec_problems(new, policy.gateway_namespace):
+        if not _unchanged(old, new, path):
+            return deny(message)
+    if (verdict := _check_gateway_unique(new, policy, index)) is not None:
+        return verdict
+    return allow()
+
+
+# --- AdmissionReview --------------------------------------------------------------------------
+
+
+class AdmissionStatus(TypedDict):
+    """``response.status`` of a denial (a metav1.Status subset)."""
+
+    code: int
+    reason: str
+    message: str
+
+
+class AdmissionResponse(TypedDict):
+    """``response`` of an admission.k8s.io/v1 AdmissionReview."""
+
+    uid: str
+    allowed: bool
+    status: NotRequired[AdmissionStatus]
+    warnings: NotRequired[list[str]]
+
+
+class AdmissionReviewResponse(TypedDict):
+    """The whole reply to the API server."""
+
+    apiVersion: str
+    kind: str
+    response: AdmissionResponse
+
+
+class ErrorBody(TypedDict):
+    """Plain HTTP error body for requests that cannot be answered with an AdmissionReview."""
+
+    error: str
+
+
+def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
+    return status, dict(ErrorBody(error=message))
+
+
+def _reply(uid: str, verdict: Verdict) -> tuple[int, dict[str, Any]]:
+    response = AdmissionResponse(uid=uid, allowed=verdict.allowed)
+    if not verdict.allowed:
+        response["status"] = AdmissionStatus(
+            code=verdict.code,
+            reason=_REASONS.get(verdict.code, "Forbidden"),
+            message=verdict.message,
+        )
+    if verdict.warnings:
+        response["warnings"] = list(verdict.warnings)
+    review_response = AdmissionReviewResponse(
+        apiVersion=ADMISSION_API_VERSION, kind=ADMISSION_REVIEW_KIND, response=response
+    )
+    return 200, dict(review_response)
+
+
+def _target_problem(request: Mapping[str, Any]) -> str | None:
+    """Refuse reviews about anything but the AITenant main resource."""
+    kind, resource = request.get("kind"), request.get("resource")
+    if not isinstance(kind, Mapping) or not isinstance(resource, Mapping):
+        return "AdmissionReview request.kind and request.resource are required"
+    got_kind = (kind.get("group"), kind.get("version"), kind.get("kind"))
+    got_resource = (resource.get("group"), resource.get("version"), resource.get("resource"))
+    want_kind = (contract.GROUP, contract.VERSION, AITENANT_KIND)
+    want_resource = (contract.GROUP, contract.VERSION, AITENANT_RESOURCE)
+    sub_resource = request.get("subResource") or ""
+    if got_kind != want_kind or got_resource != want_resource or sub_resource:
+        shown = "/".join(str(part or "") for part in got_resource)
+        if sub_resource:
+            shown += f"/{sub_resource}"
+        return (
+            f"this webhook only validates {contract.API_VERSION} {AITENANT_KIND} "
+            f"({AITENANT_RESOURCE}), got kind {got_kind[2]!s} of resource {shown}"
+        )
+    return None
+
+
+def _with_request_identity(obj: object, request: Mapping[str, Any]) -> object:
+    """Fill metadata.namespace/name from the request when the object lacks them."""
+    if not isinstance(obj, Mapping):
+        return obj
+    metadata = obj.get("metadata")
+    meta: dict[str, Any] = dict(metadata) if isinstance(metadata, Mapping) else {}
+    changed = False
+    for key in ("namespace", "name"):
+        value = request.get(key)
+        if not meta.get(key) and isinstance(value, str) and value:
+            meta[key] = value
+            changed = True
+    return {**obj, "metadata": meta} if changed else obj
+
+
+def _decide(request: Mapping[str, Any], *, policy: WebhookPolicy, index: GatewayIndex) -> Verdict:
+    operation = request.get("operation")
+    if operation in ("DELETE", "CONNECT"):
+        return allow()
+    if operation not in ("CREATE", "UPDATE"):
+        return deny(f"unsupported admission operation {_quote(str(operation))}", code=400)
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        return deny("AdmissionReview request.object is missing", code=400)
+    obj = _with_request_identity(obj, request)
+    if operation == "CREATE":
+        return validate_create(obj, policy=policy, index=index)
+    old = request.get("oldObject")
+    if not isinstance(old, Mapping):
+        return deny("AdmissionReview request.oldObject is missing", code=400)
+    return validate_update(_with_request_identity(old, request), obj, policy=policy, index=index)
+
+
+def review(
+    body: bytes, *, policy: WebhookPolicy, index: GatewayIndex, max_bytes: int
+) -> tuple[int, dict[str, Any]]:
+    """Answer one AdmissionReview request body: (HTTP status, JSON document). Never raises.
+
+    A well-formed review gets HTTP 200 and an AdmissionReview reply. A malformed one is denied
+    inside an AdmissionReview (code 400, BadRequest) when it carries a ``request.uid`` the API
+    server can match, and otherwise gets HTTP 400 (413 when too large) with ``{"error": ...}``.
+    """
+    if len(body) > max_bytes:
+        return _error(413, f"AdmissionReview body exceeds {max_bytes} bytes")
+    try:
+        document = json.loads(body)
+    except (ValueError, RecursionError):
+        return _error(400, "request body is not valid JSON")
+    if not isinstance(document, Mapping):
+        return _error(
+            400, f"request body must be an AdmissionReview object, got {_json_type(document)}"
+        )
+    request = document.get("request")
+    raw_uid = request.get("uid") if isinstance(request, Mapping) else None
+    uid = raw_uid if isinstance(raw_uid, str) and raw_uid else None
+
+    problem: str | None = None
+    api_version, kind = document.get("apiVersion"), document.get("kind")
+    if kind != ADMISSION_REVIEW_KIND:
+        problem = f"expected kind {ADMISSION_REVIEW_KIND}, got {_quote(str(kind or ''))}"
+    elif api_version != ADMISSION_API_VERSION:
+        problem = (
+            f"unsupported AdmissionReview version {_quote(str(api_version or ''))}; "
+            f"only {ADMISSION_API_VERSION} is served"
+        )
+    elif not isinstance(request, Mapping):
+        problem = "AdmissionReview has no request"
+    elif uid is None:
+        problem = "AdmissionReview request.uid is missing"
+    if problem is not None:
+        return _reply(uid, deny(problem, code=400)) if uid else _error(400, problem)
+    assert isinstance(request, Mapping)
+    assert uid is not None
+
+    if (target := _target_problem(request)) is not None:
+        return _reply(uid, deny(target, code=400))
+    try:
+        verdict = _decide(request, policy=policy, index=index)
+    except Exception as exc:  # a bug must not turn into a dropped connection
+        log.exception("AITenant admission for uid %s failed", uid)
+        verdict = deny(f"internal error while validating the AITenant: {exc!r}", code=500)
+    return _reply(uid, verdict)

@@ -1,0 +1,547 @@
+#!/usr/bin/env python3
+"""Juju sidecar charm that runs the AITenant controller under Pebble.
+
+Every event that matters goes to one level-based ``_reconcile``; only the collect-status
+handler decides the unit's status. Pure builders live in ``charm_*`` modules: configuration
+(``charm_config``), flags (``charm_flags``), cluster objects (``charm_manifests``) and the
+internal CA (``charm_pki``).
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import logging
+import shlex
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import httpx2
+import ops
+from aitenant import contract
+from charmlibs.interfaces.gateway_metadata import GatewayMetadataRequirer
+from charmlibs.interfaces.tls_certificates import (
+    CertificateRequestAttributes,
+    Mode,
+    TLSCertificatesRequiresV4,
+)
+from charms.aitenant_k8s.v0.maas_api import DatabagError, MaasApiAppData, MaasApiRequirer
+from lightkube import Client
+from lightkube.core.exceptions import ApiError, ConfigError
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+from pydantic import ValidationError
+
+import charm_manifests
+import charm_pki
+from charm_config import CharmConfig, describe_error
+from charm_flags import (
+    ControllerInputs,
+    GatewayFacts,
+    Ports,
+    WorkloadPaths,
+    controller_args,
+    resolve_gateway,
+)
+
+logger = logging.getLogger(__name__)
+
+# --- Constants ---------------------------------------------------------------------------
+# Workload container and its Pebble service; the container name is in metadata.yaml.
+CONTAINER: Final = "aitenant-controller"
+SERVICE: Final = "aitenant-controller"
+LAYER: Final = "aitenant-controller"
+# Relation endpoints, as declared in metadata.yaml.
+GATEWAY_RELATION: Final = "gateway"
+MAAS_API_RELATION: Final = "maas-api"
+CERTIFICATES_RELATION: Final = "certificates"
+# Server-side apply owner of everything the charm writes to the cluster (never the
+# controller's own field manager, so the two never fight over fields).
+FIELD_MANAGER: Final = "aitenant-k8s"
+# The webhook listens on 9443 in every unit; Juju's Service for the app exposes it, and the
+# webhook configuration calls that Service on the same port.
+WEBHOOK_PORT: Final = contract.DEFAULT_WEBHOOK_PORT
+# /healthz and /readyz (Pebble checks), and /metrics.
+HEALTH_PORT: Final = contract.DEFAULT_HEALTH_PORT
+METRICS_PORT: Final = contract.DEFAULT_METRICS_PORT
+# Files in the workload. The controller watches the webhook cert dir and reloads on change,
+# so a renewed certificate never restarts the process.
+WEBHOOK_CERT_DIR: Final = "/etc/aitenant/webhook"
+MAAS_API_CA_DIR: Final = "/etc/aitenant/maas-api-ca"
+MAAS_API_CA_FILE: Final = f"{MAAS_API_CA_DIR}/ca.crt"
+MAAS_API_CA_KEY_FILE: Final = f"{MAAS_API_CA_DIR}/ca.key"
+# rockcraft's `_daemon_` user: the controller image runs as it, and owns its key files.
+WORKLOAD_UID: Final = 584792
+# Juju application secrets (decision D9): the internal CA, and the webhook certificate issued
+# from it when no `certificates` relation exists.
+INTERNAL_CA_LABEL: Final = "internal-ca"
+WEBHOOK_CERT_LABEL: Final = "webhook-fallback-cert"
+
+
+@dataclass(frozen=True)
+class ApiAccess:
+    """Result of probing the Kubernetes API once per dispatch."""
+
+    trusted: bool
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class WebhookTLS:
+    """The webhook serving certificate, its key, and the CA bundle clients must trust."""
+
+    cert_pem: str
+    key_pem: str
+    ca_bundle_pem: str
+
+
+class AITenantCharm(ops.CharmBase):
+    """Deploy and configure the AITenant controller; wire it to MaaS API and the gateway."""
+
+    def __init__(self, framework: ops.Framework):
+        super().__init__(framework)
+        self._client: Client | None = None
+        self._api_access: ApiAccess | None = None
+        self._cluster_error = ""
+
+        self.gateway = GatewayMetadataRequirer(self, relation_name=GATEWAY_RELATION)
+        self.maas_api = MaasApiRequirer(self, relation_name=MAAS_API_RELATION)
+        self._cert_request = CertificateRequestAttributes(
+            common_name=self._service_dns_names()[0][:64],
+            sans_dns=self._service_dns_names(),
+        )
+        self.certificates = TLSCertificatesRequiresV4(
+            self,
+            CERTIFICATES_RELATION,
+            certificate_requests=[self._cert_request],
+            mode=Mode.UNIT,
+        )
+
+        for event in (
+            self.on.config_changed,
+            self.on.start,
+            self.on.upgrade_charm,
+            self.on.update_status,
+            self.on.leader_elected,
+            self.on.secret_changed,
+            self.on[CONTAINER].pebble_ready,
+            self.on[CONTAINER].pebble_check_failed,
+            self.on[CONTAINER].pebble_check_recovered,
+            self.on[GATEWAY_RELATION].relation_changed,
+            self.on[GATEWAY_RELATION].relation_broken,
+            self.on[CERTIFICATES_RELATION].relation_broken,
+            self.maas_api.on.maas_api_changed,
+            self.maas_api.on.maas_api_broken,
+            self.certificates.on.certificate_available,
+        ):
+            framework.observe(event, self._reconcile)
+        framework.observe(self.on.remove, self._on_remove)
+        framework.observe(self.on.collect_unit_status, self._on_collect_status)
+
+    # --- Reconcile ----------------------------------------------------------------------
+
+    def _reconcile(self, _: ops.EventBase) -> None:
+        """Bring the cluster and the workload in line with config and relations.
+
+        Steps, in dependency order; a guard logs and returns (the next event retries):
+
+        1. Check trust: one list call; 403 means `juju trust` is missing.
+        2. Leader: apply the CRDs and ClusterRoles (server-side apply) and bind the
+           controller's ClusterRole to the app's service account.
+        3. Open the webhook port on the app's Service.
+        4. Leader: create or rotate the internal CA; issue the fallback webhook certificate
+           when no `certificates` relation exists.
+        5. Leader: apply the ValidatingWebhookConfiguration with the serving CA as caBundle.
+        6. Wait for the container; write the webhook certificate/key and the maas-api CA.
+        7. Build the Pebble layer from config and relations; replan only if it changed.
+        """
+        # 1.
+        self._api_access = None
+        self._cluster_error = ""
+        if not self._check_api_access().trusted:
+            logger.info("Kubernetes API not usable yet: %s", self._check_api_access().error)
+            return
+        is_leader = self.unit.is_leader()
+        now = datetime.datetime.now(datetime.UTC)
+        try:
+            # 2.
+            if is_leader:
+                self._reconcile_cluster_objects()
+            # 3.
+            self.unit.set_ports(WEBHOOK_PORT)
+            # 4.
+            if is_leader:
+                self._reconcile_internal_ca(now)
+                if not self._certificates_related():
+                    self._reconcile_fallback_webhook_cert(now)
+            tls = self._webhook_tls()
+            # 5.
+            if is_leader and tls is not None:
+                self._reconcile_webhook_configuration(tls)
+        except ApiError as exc:
+            # A 409/422/429/5xx: record it for the status ladder, retry on the next event.
+            self._cluster_error = f"{exc.status.code} {exc.status.message}"
+            logger.warning("applying cluster objects failed: %s", self._cluster_error)
+            return
+        # 6.
+        container = self.unit.get_container(CONTAINER)
+        if not container.can_connect():
+            logger.info("container %s not reachable yet", CONTAINER)
+            return
+        if tls is not None:
+            self._reconcile_webhook_files(container, tls)
+        ca = self._internal_ca()
+        if ca is not None:
+            self._reconcile_ca_files(container, ca)
+        # 7.
+        inputs = self._controller_inputs()
+        if inputs is None or tls is None or ca is None:
+            logger.info("controller inputs incomplete; service not planned")
+            return
+        self._reconcile_pebble(container, self._construct_layer(inputs, ca_cert_pem=ca.cert_pem))
+
+    def _reconcile_cluster_objects(self) -> None:
+        crds = charm_manifests.load_crds()
+        roles = charm_manifests.load_cluster_roles()
+        binding = charm_manifests.construct_cluster_role_binding(
+            name=self._cluster_scoped_name,
+            service_account=self.app.name,
+            namespace=self.model.name,
+        )
+        for obj in (*crds, *roles, binding):
+            self._kube.apply(obj, force=True)
+        logger.debug("applied %s", charm_manifests.names((*crds, *roles, binding)))
+
+    def _reconcile_internal_ca(self, now: datetime.datetime) -> None:
+        secret, content = self._read_secret(INTERNAL_CA_LABEL)
+        current = content.get("ca-cert", "")
+        if content.get("ca-key") and not charm_pki.needs_renewal(current, now=now):
+            return
+        ca = charm_pki.generate_ca(f"{self.app.name} internal CA ({self.model.name})", now=now)
+        new = {"ca-cert": ca.cert_pem, "ca-key": ca.key_pem}
+        if current and not charm_pki.is_expired(current, now=now):
+            # Kept in trust bundles until it expires, so certificates it signed stay valid
+            # while they are replaced.
+            new["previous-ca-cert"] = current
+        logger.info("%s the internal CA", "rotating" if current else "creating")
+        if secret is None:
+            self.app.add_secret(new, label=INTERNAL_CA_LABEL, description="aitenant internal CA")
+        else:
+            secret.set_content(new)
+
+    def _reconcile_fallback_webhook_cert(self, now: datetime.datetime) -> None:
+        ca = self._internal_ca()
+        if ca is None:
+            return
+        secret, content = self._read_secret(WEBHOOK_CERT_LABEL)
+        cert = content.get("tls-cert", "")
+        dns_names = self._service_dns_names()
+        if (
+            content.get("tls-key")
+            and charm_pki.issued_by(cert, ca.cert_pem)
+            and charm_pki.dns_names(cert) == dns_names
+            and not charm_pki.needs_renewal(cert, now=now)
+        ):
+            return
+        issued = charm_pki.issue_server_certificate(ca, dns_names=dns_names, now=now)
+        new = {"tls-cert": issued.cert_pem, "tls-key": issued.key_pem}
+        logger.info("issuing the webhook certificate from the internal CA")
+        if secret is None:
+            self.app.add_secret(new, label=WEBHOOK_CERT_LABEL, description="webhook certificate")
+        else:
+            secret.set_content(new)
+
+    def _reconcile_webhook_configuration(self, tls: WebhookTLS) -> None:
+        webhook = charm_manifests.construct_webhook_configuration(
+            name=self._cluster_scoped_name,
+            ca_bundle_pem=tls.ca_bundle_pem.encode(),
+            service_name=self.app.name,
+            service_namespace=self.model.name,
+            port=WEBHOOK_PORT,
+        )
+        self._kube.apply(webhook, force=True)
+
+    def _reconcile_webhook_files(self, container: ops.Container, tls: WebhookTLS) -> None:
+        _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.crt", tls.cert_pem, 0o644)
+        _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.key", tls.key_pem, 0o600)
+
+    def _reconcile_ca_files(self, container: ops.Container, ca: charm_pki.KeyPair) -> None:
+        _push_if_changed(container, MAAS_API_CA_FILE, ca.cert_pem, 0o644)
+        _push_if_changed(container, MAAS_API_CA_KEY_FILE, ca.key_pem, 0o600)
+
+    def _reconcile_pebble(self, container: ops.Container, layer: ops.pebble.Layer) -> None:
+        plan = container.get_plan()
+        if _same_definitions(plan.services, layer.services) and _same_definitions(
+            plan.checks, layer.checks
+        ):
+            return
+        container.add_layer(LAYER, layer, combine=True)
+        container.replan()
+        logger.info("controller (re)planned")
+
+    def _construct_layer(self, inputs: ControllerInputs, *, ca_cert_pem: str) -> ops.pebble.Layer:
+        """The Pebble layer that runs the controller. Pure: no I/O."""
+        health = f"http://localhost:{inputs.ports.health}"
+        return ops.pebble.Layer(
+            {
+                "summary": "AITenant controller",
+                "services": {
+                    SERVICE: {
+                        "override": "replace",
+                        "summary": "AITenant controller and admission webhook",
+                        "command": shlex.join(controller_args(inputs)),
+                        "startup": "enabled",
+                        "user-id": WORKLOAD_UID,
+                        "group-id": WORKLOAD_UID,
+                        "environment": {
+                            "POD_NAMESPACE": self.model.name,
+                            # The controller loads its signing CA at start: a rotated CA
+                            # changes this value, so the layer changes and Pebble restarts it.
+                            "AITENANT_CHARM_CA_SHA256": _sha256(ca_cert_pem),
+                        },
+                        "on-check-failure": {"alive": "restart"},
+                    }
+                },
+                "checks": {
+                    "alive": {
+                        "override": "replace",
+                        "level": "alive",
+                        "period": "10s",
+                        "threshold": 3,
+                        "http": {"url": f"{health}/healthz"},
+                    },
+                    "ready": {
+                        "override": "replace",
+                        "level": "ready",
+                        "period": "10s",
+                        "threshold": 3,
+                        "http": {"url": f"{health}/readyz"},
+                    },
+                },
+            }
+        )
+
+    # --- Remove -------------------------------------------------------------------------
+
+    def _on_remove(self, _: ops.RemoveEvent) -> None:
+        """When the whole application goes, drop what would break the cluster without it.
+
+        The webhook configuration would reject every AITenant write once no unit serves it,
+        and the binding grants rights to a service account that is going away. CRDs,
+        ClusterRoles and tenants hold or serve user data and are never deleted.
+        """
+        if self.app.planned_units() > 0:
+            return
+        if not self._check_api_access().trusted:
+            return
+        name = self._cluster_scoped_name
+        for kind in (ValidatingWebhookConfiguration, ClusterRoleBinding):
+            try:
+                self._kube.delete(kind, name)
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
+
+    # --- Status -------------------------------------------------------------------------
+
+    def _on_collect_status(self, event: ops.CollectStatusEvent) -> None:
+        event.add_status(self._assess())
+
+    def _assess(self) -> ops.StatusBase:
+        """The status ladder: the first failing check wins, so the order is the priority."""
+        access = self._check_api_access()
+        if not access.trusted:
+            if not access.error:
+                return ops.BlockedStatus(f"run `juju trust {self.app.name} --scope=cluster`")
+            return ops.WaitingStatus(f"Kubernetes API not reachable: {access.error}")
+        try:
+            config = self.load_config(CharmConfig)
+        except ValidationError as exc:
+            option, reason = describe_error(exc)
+            return ops.BlockedStatus(f"invalid config {option}: {reason}")
+        if self._cluster_error:
+            return ops.WaitingStatus(f"cluster objects not applied: {self._cluster_error}")
+        container = self.unit.get_container(CONTAINER)
+        if not container.can_connect():
+            return ops.WaitingStatus(f"waiting for the {CONTAINER} container")
+        _, missing = resolve_gateway(config, self._gateway_facts())
+        if missing:
+            options = " and ".join(f"`{option}`" for option in missing)
+            return ops.BlockedStatus(
+                f"gateway unknown: set {options} or integrate `{GATEWAY_RELATION}`"
+            )
+        if not self.maas_api.is_related:
+            return ops.BlockedStatus(f"missing relation: integrate `{MAAS_API_RELATION}`")
+        try:
+            if self.maas_api.read() is None:
+                return ops.WaitingStatus(f"waiting for `{MAAS_API_RELATION}` relation data")
+        except DatabagError as exc:
+            return ops.BlockedStatus(f"invalid `{MAAS_API_RELATION}` relation data: {exc}")
+        if self._internal_ca() is None:
+            return ops.WaitingStatus("waiting for the leader to create the internal CA")
+        if self._webhook_tls() is None:
+            if self._certificates_related():
+                return ops.WaitingStatus(
+                    f"waiting for the webhook certificate from `{CERTIFICATES_RELATION}`"
+                )
+            return ops.WaitingStatus("waiting for the leader to issue the webhook certificate")
+        if SERVICE not in container.get_plan().services:
+            return ops.WaitingStatus("waiting for the controller service to be planned")
+        checks = container.get_checks("ready")
+        if "ready" in checks and checks["ready"].status != ops.pebble.CheckStatus.UP:
+            return ops.WaitingStatus("controller not ready: /readyz failing")
+        if not self.unit.is_leader():
+            return ops.ActiveStatus("standby (leader election is the controller's)")
+        return ops.ActiveStatus()
+
+    # --- Reads (no writes) ----------------------------------------------------------------
+
+    @property
+    def _kube(self) -> Client:
+        if self._client is None:
+            self._client = Client(field_manager=FIELD_MANAGER)
+        return self._client
+
+    @property
+    def _cluster_scoped_name(self) -> str:
+        return charm_manifests.cluster_scoped_name(self.app.name, self.model.name)
+
+    def _service_dns_names(self) -> list[str]:
+        return charm_pki.service_dns_names(self.app.name, self.model.name)
+
+    def _check_api_access(self) -> ApiAccess:
+        """Probe the API once per dispatch: list CRDs (needs cluster-scoped trust)."""
+        if self._api_access is None:
+            self._api_access = self._probe_api()
+        return self._api_access
+
+    def _probe_api(self) -> ApiAccess:
+        try:
+            next(iter(self._kube.list(CustomResourceDefinition, chunk_size=1)), None)
+        except ApiError as exc:
+            if exc.status.code == 403:
+                return ApiAccess(trusted=False)
+            return ApiAccess(trusted=False, error=f"{exc.status.code} {exc.status.message}")
+        except (ConfigError, httpx2.HTTPError, OSError) as exc:
+            return ApiAccess(trusted=False, error=str(exc) or type(exc).__name__)
+        return ApiAccess(trusted=True)
+
+    def _read_secret(self, label: str) -> tuple[ops.Secret | None, dict[str, str]]:
+        try:
+            secret = self.model.get_secret(label=label)
+            return secret, secret.get_content(refresh=True)
+        except (ops.SecretNotFoundError, ops.ModelError):
+            return None, {}
+
+    def _internal_ca(self) -> charm_pki.KeyPair | None:
+        _, content = self._read_secret(INTERNAL_CA_LABEL)
+        if not content.get("ca-cert") or not content.get("ca-key"):
+            return None
+        return charm_pki.KeyPair(content["ca-cert"], content["ca-key"])
+
+    def _internal_trust_bundle(self) -> str:
+        _, content = self._read_secret(INTERNAL_CA_LABEL)
+        now = datetime.datetime.now(datetime.UTC)
+        bundle = [content.get("ca-cert", "")]
+        previous = content.get("previous-ca-cert", "")
+        if previous and not charm_pki.is_expired(previous, now=now):
+            bundle.append(previous)
+        return "".join(pem for pem in bundle if pem)
+
+    def _certificates_related(self) -> bool:
+        return self.model.get_relation(CERTIFICATES_RELATION) is not None
+
+    def _webhook_tls(self) -> WebhookTLS | None:
+        """The webhook certificate: from `certificates` when related, else the fallback."""
+        if self._certificates_related():
+            provided, key = self.certificates.get_assigned_certificate(self._cert_request)
+            if provided is None or key is None:
+                return None
+            leaf, ca = str(provided.certificate), str(provided.ca)
+            intermediates = [str(c) for c in provided.chain if str(c) not in (leaf, ca)]
+            return WebhookTLS(
+                cert_pem=_join_pem([leaf, *intermediates]),
+                key_pem=str(key),
+                ca_bundle_pem=_join_pem([ca]),
+            )
+        _, content = self._read_secret(WEBHOOK_CERT_LABEL)
+        if not content.get("tls-cert") or not content.get("tls-key"):
+            return None
+        bundle = self._internal_trust_bundle()
+        if not bundle:
+            return None
+        return WebhookTLS(content["tls-cert"], content["tls-key"], bundle)
+
+    def _gateway_facts(self) -> GatewayFacts | None:
+        metadata = self.gateway.get_metadata()
+        if metadata is None:
+            return None
+        return GatewayFacts(namespace=metadata.namespace, name=metadata.gateway_name)
+
+    def _controller_inputs(self) -> ControllerInputs | None:
+        """All inputs of the command line, or None while any of them is missing or invalid."""
+        try:
+            config = self.load_config(CharmConfig)
+        except ValidationError:
+            return None
+        gateway, _ = resolve_gateway(config, self._gateway_facts())
+        maas_api: MaasApiAppData | None = self.maas_api.get_data()
+        if gateway is None or maas_api is None:
+            return None
+        return ControllerInputs(
+            config=config,
+            gateway=gateway,
+            maas_api=maas_api,
+            paths=WorkloadPaths(
+                webhook_cert_dir=WEBHOOK_CERT_DIR,
+                maas_api_ca_file=MAAS_API_CA_FILE,
+                maas_api_ca_key_file=MAAS_API_CA_KEY_FILE,
+            ),
+            ports=Ports(webhook=WEBHOOK_PORT, health=HEALTH_PORT, metrics=METRICS_PORT),
+        )
+
+
+def _join_pem(pems: list[str]) -> str:
+    return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
+
+
+def _sha256(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+class _Definition(Protocol):
+    def to_dict(self) -> Mapping[str, Any]: ...
+
+
+def _same_definitions(
+    current: Mapping[str, _Definition], desired: Mapping[str, _Definition]
+) -> bool:
+    """True when every desired Pebble service/check already has the same definition."""
+    return all(
+        name in current and current[name].to_dict() == item.to_dict()
+        for name, item in desired.items()
+    )
+
+
+def _push_if_changed(container: ops.Container, path: str, content: str, mode: int) -> None:
+    """Write a file only when its content differs, so watchers see real changes only."""
+    try:
+        with container.pull(path) as current:
+            if current.read() == content:
+                return
+    except ops.pebble.PathError:
+        pass
+    container.push(
+        path,
+        content,
+        make_dirs=True,
+        permissions=mode,
+        user_id=WORKLOAD_UID,
+        group_id=WORKLOAD_UID,
+    )
+
+
+if __name__ == "__main__":  # pragma: nocover
+    ops.main(AITenantCharm)

@@ -1,0 +1,121 @@
+"""From charm config and relation data to the controller's command line. Pure functions.
+
+Precedence, for every value that both a config option and a relation can supply: a non-empty
+config option wins, then the relation, then the controller's own default (flag left out).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
+
+from charm_config import CharmConfig
+
+DEFAULT_MAAS_API_PORT = 8443
+
+
+@dataclass(frozen=True)
+class Gateway:
+    """Where tenant Gateways live, and the default tenant's Gateway."""
+
+    namespace: str
+    name: str
+
+
+@dataclass(frozen=True)
+class GatewayFacts:
+    """What the ``gateway`` relation said (namespace and Gateway name), if anything."""
+
+    namespace: str = ""
+    name: str = ""
+
+
+def resolve_gateway(
+    config: CharmConfig, related: GatewayFacts | None
+) -> tuple[Gateway | None, list[str]]:
+    """The gateway to pass to the controller, or None and the config options still missing."""
+    related = related or GatewayFacts()
+    namespace = config.gateway_namespace or related.namespace
+    name = config.gateway_name or related.name
+    missing = [
+        option
+        for option, value in (("gateway-namespace", namespace), ("gateway-name", name))
+        if not value
+    ]
+    if missing:
+        return None, missing
+    return Gateway(namespace=namespace, name=name), []
+
+
+@dataclass(frozen=True)
+class WorkloadPaths:
+    """Files the charm writes into the workload container."""
+
+    webhook_cert_dir: str
+    maas_api_ca_file: str
+    maas_api_ca_key_file: str
+
+
+@dataclass(frozen=True)
+class Ports:
+    """Ports the controller listens on (see ``aitenant.contract``)."""
+
+    webhook: int
+    health: int
+    metrics: int
+
+
+@dataclass(frozen=True)
+class ControllerInputs:
+    """Everything the command line is built from; a complete set means the service can run."""
+
+    config: CharmConfig
+    gateway: Gateway
+    maas_api: MaasApiAppData
+    paths: WorkloadPaths
+    ports: Ports
+
+
+def _bool(value: bool) -> str:
+    return "true" if value else "false"
+
+
+def maas_api_url_template(port: int) -> str | None:
+    """URL template for maas-api's key-revocation endpoint, or None for the controller default."""
+    if port == DEFAULT_MAAS_API_PORT:
+        return None
+    return f"https://{{service}}.{{namespace}}.svc:{port}/internal/v1/tenants/{{tenant}}/api-keys"
+
+
+def controller_args(inputs: ControllerInputs) -> list[str]:
+    """``aitenant-controller`` and its flags, each as ``--flag=value``."""
+    config = inputs.config
+    infra_namespace = config.infra_namespace or inputs.maas_api.infra_namespace
+    args = [
+        "aitenant-controller",
+        f"--aitenant-namespace={config.aitenant_namespace}",
+        f"--gateway-namespace={inputs.gateway.namespace}",
+        f"--gateway-name={inputs.gateway.name}",
+        f"--maas-subscription-namespace={config.maas_subscription_namespace}",
+        f"--enable-tenant-namespace-discovery={_bool(config.enable_tenant_namespace_discovery)}",
+        f"--deletion-timeout={config.deletion_timeout}",
+        f"--manage-default-tenant={_bool(config.manage_default_tenant)}",
+        f"--log-level={config.log_level}",
+        f"--maas-api-image={inputs.maas_api.image}",
+        f"--maas-api-db-secret={inputs.maas_api.db_secret}",
+        f"--maas-api-ca-file={inputs.paths.maas_api_ca_file}",
+        f"--maas-api-ca-key-file={inputs.paths.maas_api_ca_key_file}",
+        f"--webhook-port={inputs.ports.webhook}",
+        f"--webhook-cert-dir={inputs.paths.webhook_cert_dir}",
+        f"--health-port={inputs.ports.health}",
+        f"--metrics-port={inputs.ports.metrics}",
+        # Every unit runs a replica; they elect one reconciler through a Lease.
+        "--leader-elect=true",
+    ]
+    if infra_namespace:
+        args.append(f"--infra-namespace={infra_namespace}")
+    template = maas_api_url_template(inputs.maas_api.service_port)
+    if template:
+        args.append(f"--maas-api-url-template={template}")
+    return args

@@ -1,0 +1,153 @@
+"""Cluster objects the charm applies for the controller: built here, applied by ``charm.py``.
+
+The CRDs and ClusterRoles come from the ``aitenant`` package (``aitenant/manifests/``), the same
+files the controller's tests use. The ClusterRoleBinding and the ValidatingWebhookConfiguration
+depend on where the charm runs, so they are constructed here. Nothing in this module does I/O
+against the cluster; the loaders only read files shipped with the package.
+"""
+
+from __future__ import annotations
+
+import base64
+import logging
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import aitenant
+from aitenant import contract
+from lightkube import codecs
+from lightkube.core.resource import Resource
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+
+logger = logging.getLogger(__name__)
+
+# The ClusterRole in aitenant/manifests/rbac/clusterrole.yaml that the controller runs with.
+CONTROLLER_CLUSTER_ROLE = contract.CONTROLLER_NAME
+# Every object the charm creates carries this label, so an operator can find them.
+MANAGED_BY_LABEL = {contract.LABEL_MANAGED_BY: "aitenant-k8s"}
+
+
+def manifests_dir() -> Path:
+    """``manifests/`` inside the installed ``aitenant`` package."""
+    return Path(aitenant.__file__).parent / "manifests"
+
+
+def _load(folder: Path) -> list[Resource]:
+    objects: list[Resource] = []
+    if not folder.is_dir():
+        logger.warning("manifest folder %s is missing; nothing to apply from it", folder)
+        return objects
+    for path in sorted(folder.glob("*.yaml")):
+        objects.extend(codecs.load_all_yaml(path.read_text()))
+    return objects
+
+
+def load_crds(root: Path | None = None) -> list[CustomResourceDefinition]:
+    """The CRDs we ship (AITenant, MaasTenantConfig, legacy Tenant, Config)."""
+    objects = _load((root or manifests_dir()) / "crds")
+    return [obj for obj in objects if isinstance(obj, CustomResourceDefinition)]
+
+
+def load_cluster_roles(root: Path | None = None) -> list[ClusterRole]:
+    """The controller's ClusterRole and the ``maas-api`` ClusterRole it binds tenants to."""
+    objects = _load((root or manifests_dir()) / "rbac")
+    return [obj for obj in objects if isinstance(obj, ClusterRole)]
+
+
+def cluster_scoped_name(app: str, model: str) -> str:
+    """Name of a cluster-scoped object owned by one deployment: unique per model and app."""
+    return f"{model}-{app}"
+
+
+def construct_cluster_role_binding(
+    *, name: str, service_account: str, namespace: str, role: str = CONTROLLER_CLUSTER_ROLE
+) -> ClusterRoleBinding:
+    """Bind ``role`` to the app's service account (the workload runs under it)."""
+    return ClusterRoleBinding(
+        metadata=ObjectMeta(name=name, labels=dict(MANAGED_BY_LABEL)),
+        roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
+        subjects=[Subject(kind="ServiceAccount", name=service_account, namespace=namespace)],
+    )
+
+
+def construct_webhook_configuration(
+    *, name: str, ca_bundle_pem: bytes, service_name: str, service_namespace: str, port: int
+) -> ValidatingWebhookConfiguration:
+    """The ValidatingWebhookConfiguration pointing at the app's Service, with its caBundle.
+
+    The controller package renders it from its template (``aitenant.webhook.config``); until
+    that module is installed, an equivalent is built here so the charm still works.
+    """
+    try:
+        from aitenant.webhook.config import (  # pyright: ignore[reportMissingImports]
+            render_webhook_configuration,  # pyright: ignore[reportUnknownVariableType]
+        )
+    except ImportError:
+        body = _fallback_webhook_configuration(
+            name=name,
+            ca_bundle_pem=ca_bundle_pem,
+            service_name=service_name,
+            service_namespace=service_namespace,
+            port=port,
+        )
+    else:
+        body = render_webhook_configuration(
+            name=name,
+            ca_bundle_pem=ca_bundle_pem,
+            service_name=service_name,
+            service_namespace=service_namespace,
+            service_port=port,
+        )
+    obj = codecs.from_dict(body)
+    if not isinstance(obj, ValidatingWebhookConfiguration):
+        raise TypeError(f"webhook template rendered a {type(obj).__name__}")
+    obj.metadata = obj.metadata or ObjectMeta(name=name)
+    obj.metadata.labels = {**(obj.metadata.labels or {}), **MANAGED_BY_LABEL}
+    return obj
+
+
+def _fallback_webhook_configuration(
+    *, name: str, ca_bundle_pem: bytes, service_name: str, service_namespace: str, port: int
+) -> dict[str, Any]:
+    return {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [
+            {
+                "name": contract.WEBHOOK_NAME,
+                "admissionReviewVersions": ["v1"],
+                "sideEffects": "None",
+                "failurePolicy": "Fail",
+                "timeoutSeconds": 10,
+                "clientConfig": {
+                    "caBundle": base64.b64encode(ca_bundle_pem).decode(),
+                    "service": {
+                        "name": service_name,
+                        "namespace": service_namespace,
+                        "port": port,
+                        "path": contract.WEBHOOK_PATH,
+                    },
+                },
+                "rules": [
+                    {
+                        "apiGroups": [contract.GROUP],
+                        "apiVersions": [contract.VERSION],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["aitenants"],
+                        "scope": "Namespaced",
+                    }
+                ],
+            }
+        ],
+    }
+
+
+def names(objects: Iterable[Resource]) -> list[str]:
+    """``metadata.name`` of each object, for logs."""
+    return [getattr(getattr(obj, "metadata", None), "name", "?") or "?" for obj in objects]

@@ -1,0 +1,219 @@
+"""The charm's internal CA (decision D9) and the certificates it issues. Pure functions.
+
+The leader creates one CA with ``cryptography`` and keeps it in a Juju application secret.
+Two things hang off it:
+
+- the controller signs each tenant's maas-api serving certificate with it (the charm writes the
+  CA certificate and key into the workload as ``--maas-api-ca-file``/``--maas-api-ca-key-file``);
+- when no ``certificates`` relation exists, the charm issues the webhook serving certificate
+  from it and puts the CA into the webhook configuration's ``caBundle``.
+
+Everything here takes ``now`` explicitly so tests can place a certificate anywhere in its life.
+A certificate is renewed once less than :data:`RENEW_WHEN_REMAINING` of its lifetime is left.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+from dataclasses import dataclass
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+CA_VALIDITY = datetime.timedelta(days=365)
+SERVER_VALIDITY = datetime.timedelta(days=90)
+# Renew with a third of the lifetime left: about four months for the CA, a month for the
+# webhook certificate, so a missed update-status or two never lets one expire.
+RENEW_WHEN_REMAINING = 1 / 3
+# Tolerate clock skew between the charm and the API server when a certificate starts.
+_BACKDATE = datetime.timedelta(minutes=5)
+_KEY_SIZE = 2048
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A PEM certificate and its PEM (PKCS#8, unencrypted) private key."""
+
+    cert_pem: str
+    key_pem: str
+
+
+def _new_key() -> rsa.RSAPrivateKey:
+    return rsa.generate_private_key(public_exponent=65537, key_size=_KEY_SIZE)
+
+
+def _key_pem(key: rsa.RSAPrivateKey) -> str:
+    return key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+
+
+def _cert_pem(cert: x509.Certificate) -> str:
+    return cert.public_bytes(serialization.Encoding.PEM).decode()
+
+
+def load_certificate(pem: str) -> x509.Certificate:
+    """Parse the first certificate of a PEM string (ValueError if there is none)."""
+    return x509.load_pem_x509_certificate(pem.encode())
+
+
+def generate_ca(
+    common_name: str, *, now: datetime.datetime, validity: datetime.timedelta = CA_VALIDITY
+) -> KeyPair:
+    """A self-signed CA that may sign leaf certificates only (path length 0)."""
+    key = _new_key()
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
+    ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(now + validity)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(ski, critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(_cert_pem(cert), _key_pem(key))
+
+
+def issue_server_certificate(
+    ca: KeyPair,
+    *,
+    dns_names: list[str],
+    now: datetime.datetime,
+    validity: datetime.timedelta = SERVER_VALIDITY,
+) -> KeyPair:
+    """A TLS server certificate for ``dns_names`` (the first is the common name), signed by ``ca``."""
+    if not dns_names:
+        raise ValueError("a server certificate needs at least one DNS name")
+    ca_cert = load_certificate(ca.cert_pem)
+    ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
+    if not isinstance(ca_key, rsa.RSAPrivateKey):
+        raise ValueError("the internal CA key must be an RSA key")
+    key = _new_key()
+    common_name = dns_names[0] if len(dns_names[0]) <= 64 else dns_names[0][:64]
+    not_after = min(now + validity, ca_cert.not_valid_after_utc)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - _BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=True,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(name) for name in dns_names]),
+            critical=False,
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+        .sign(ca_key, hashes.SHA256())
+    )
+    return KeyPair(_cert_pem(cert), _key_pem(key))
+
+
+def remaining_fraction(cert_pem: str, *, now: datetime.datetime) -> float:
+    """How much of the certificate's lifetime is left, from 1.0 (new) to 0.0 (expired)."""
+    cert = load_certificate(cert_pem)
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    lifetime = (end - start).total_seconds()
+    if lifetime <= 0:
+        return 0.0
+    left = (end - now).total_seconds()
+    return max(0.0, min(1.0, left / lifetime))
+
+
+def needs_renewal(
+    cert_pem: str, *, now: datetime.datetime, threshold: float = RENEW_WHEN_REMAINING
+) -> bool:
+    """True when less than ``threshold`` of the lifetime is left, or the PEM is unreadable."""
+    try:
+        return remaining_fraction(cert_pem, now=now) < threshold
+    except ValueError:
+        return True
+
+
+def is_expired(cert_pem: str, *, now: datetime.datetime) -> bool:
+    """True when the certificate is past its end of validity (or unreadable)."""
+    try:
+        return load_certificate(cert_pem).not_valid_after_utc <= now
+    except ValueError:
+        return True
+
+
+def issued_by(cert_pem: str, ca_cert_pem: str) -> bool:
+    """True when ``ca_cert_pem`` signed ``cert_pem``."""
+    try:
+        load_certificate(cert_pem).verify_directly_issued_by(load_certificate(ca_cert_pem))
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
+
+
+def dns_names(cert_pem: str) -> list[str]:
+    """The DNS subject alternative names of a certificate, in order."""
+    try:
+        ext = load_certificate(cert_pem).extensions.get_extension_for_class(
+            x509.SubjectAlternativeName
+        )
+    except (ValueError, x509.ExtensionNotFound):
+        return []
+    return ext.value.get_values_for_type(x509.DNSName)
+
+
+def fingerprint(cert_pem: str) -> str:
+    """SHA-256 of the DER certificate, hex: a short, stable identity for a PEM."""
+    return hashlib.sha256(
+        load_certificate(cert_pem).public_bytes(serialization.Encoding.DER)
+    ).hexdigest()
+
+
+def service_dns_names(service: str, namespace: str) -> list[str]:
+    """The names a client may use for a Kubernetes Service; the API server uses ``.svc``."""
+    return [
+        f"{service}.{namespace}.svc",
+        f"{service}.{namespace}.svc.cluster.local",
+        f"{service}.{namespace}",
+        service,
+    ]

@@ -1,0 +1,149 @@
+"""Fixtures for end-to-end tests: one real control plane for the whole run, one controller.
+
+The control plane (etcd + kube-apiserver + kube-controller-manager) is ours, started on
+loopback; the controller runs in this test process on the same event loop, so tests can look
+at its metrics and queue. Tests use unique names, so they can share the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from typing import Any
+
+import pytest
+from lightkube import AsyncClient, KubeConfig
+
+from aitenant.app import App, build_app, instrument
+from aitenant.runtime.controller import Key
+from aitenant.runtime.metrics import Metrics
+from aitenant.settings import Settings
+from aitenant.testing import samples
+from aitenant.testing.cluster import LocalCluster
+
+AITENANT_NS = "ai-tenants"
+GATEWAY_NS = "gateways"
+INFRA_NS = "aitenant-system"
+SUBSCRIPTION_NS = "models-as-a-service"
+
+
+@pytest.fixture(scope="session")
+def cluster() -> Iterator[LocalCluster]:
+    with LocalCluster() as local:
+        yield local
+
+
+def client_for(cluster: LocalCluster) -> AsyncClient:
+    return AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="aitenant-tests")
+
+
+@pytest.fixture(scope="session")
+async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
+    client = client_for(cluster)
+    await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+    for ns in (AITENANT_NS, GATEWAY_NS, INFRA_NS):
+        await samples.ensure_namespace(client, ns)
+    yield client
+    await client.close()
+
+
+def e2e_settings(**overrides: Any) -> Settings:
+    values: dict[str, Any] = {
+        "aitenant_namespace": AITENANT_NS,
+        "gateway_namespace": GATEWAY_NS,
+        "gateway_name": "maas-default-gateway",
+        "maas_subscription_namespace": SUBSCRIPTION_NS,
+        "controller_namespace": INFRA_NS,
+        "health_port": 0,
+        "metrics_port": 0,
+        "webhook_port": 0,
+        "manage_default_tenant": False,
+    }
+    values.update(overrides)
+    return Settings(**values)
+
+
+class RunningController:
+    """A controller (App) running in a background task; can be stopped and started again."""
+
+    def __init__(self, cluster: LocalCluster, settings: Settings) -> None:
+        self.cluster = cluster
+        self.settings = settings
+        self.metrics = Metrics()
+        self.reconciled: list[Key] = []
+        self.app: App | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._client: AsyncClient | None = None
+
+    async def start(self) -> App:
+        self._client = client_for(self.cluster)
+        instrument(self._client, self.metrics)
+        app = build_app(self.settings, self._client, self.metrics)
+        inner = app.aitenant_controller.reconcile
+
+        async def recording(key: Key) -> Any:
+            self.reconciled.append(key)
+            return await inner(key)
+
+        app.aitenant_controller.reconcile = recording
+        self.app = app
+        self._task = asyncio.create_task(app.manager.run())
+        await asyncio.wait_for(app.manager.wait_synced(), 30)
+        return app
+
+    async def stop(self) -> None:
+        if self.app is not None and self._task is not None:
+            self.app.manager.stop()
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait_for(self._task, 15)
+        if self._client is not None:
+            await self._client.close()
+        self.app, self._task, self._client = None, None, None
+
+
+@pytest.fixture(scope="session")
+async def controller(cluster: LocalCluster, kube: AsyncClient) -> AsyncIterator[RunningController]:
+    running = RunningController(cluster, e2e_settings())
+    await running.start()
+    simulator = asyncio.create_task(samples.simulate_platform_readiness(kube))
+    yield running
+    simulator.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await simulator
+    await running.stop()
+
+
+_names = itertools.count(1)
+
+
+@pytest.fixture
+def unique() -> Callable[[str], str]:
+    """Unique, DNS-safe names per test so tests can share one cluster."""
+
+    def make(prefix: str) -> str:
+        return f"{prefix}-{next(_names)}"
+
+    return make
+
+
+async def eventually(
+    check: Callable[[], Awaitable[Any]], *, timeout: float = 15.0, interval: float = 0.05
+) -> Any:
+    """Poll ``check`` until it returns a truthy value without raising; return that value."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    last: BaseException | None = None
+    while True:
+        try:
+            value = await check()
+            if value:
+                return value
+        except (AssertionError, LookupError) as exc:
+            last = exc
+        except Exception as exc:  # API errors while objects appear
+            last = exc
+        if loop.time() > deadline:
+            raise AssertionError(f"condition not met within {timeout}s: {last!r}")
+        await asyncio.sleep(interval)

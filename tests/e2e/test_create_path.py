@@ -1,0 +1,528 @@
+"""The AITenant create path against a real API server (upstream-behaviour.md §3)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from lightkube import ApiError, AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, Event, Namespace
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+from lightkube.types import PatchType
+
+from aitenant import contract, naming
+from aitenant.resources import AITenant, Gateway, MaasTenantConfig
+from aitenant.runtime.controller import Key
+from aitenant.runtime.metrics import WRITE_VERBS
+from aitenant.testing import samples
+
+from .conftest import (
+    AITENANT_NS,
+    GATEWAY_NS,
+    INFRA_NS,
+    SUBSCRIPTION_NS,
+    RunningController,
+    eventually,
+)
+
+pytestmark = pytest.mark.e2e
+
+Names = Callable[[str], str]
+
+
+async def get_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
+    return dict(await kube.get(AITenant, name, namespace=AITENANT_NS))
+
+
+def ready(obj: dict[str, Any]) -> dict[str, Any]:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Ready":
+            return cond
+    return {}
+
+
+async def wait_phase(
+    kube: AsyncClient, name: str, phase: str, reason: str | None = None, timeout: float = 15
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        obj = await get_tenant(kube, name)
+        status = obj.get("status") or {}
+        if status.get("phase") == phase and (reason is None or ready(obj).get("reason") == reason):
+            return obj
+        return None
+
+    return await eventually(check, timeout=timeout)
+
+
+async def make_tenant(
+    kube: AsyncClient, name: str, *, gateway_name: str | None = None, **kwargs: Any
+) -> None:
+    gw = gateway_name or name
+    try:
+        await samples.create_gateway(kube, samples.gateway(gw, GATEWAY_NS))
+    except ApiError as exc:
+        if exc.status.code != 409:
+            raise
+    await samples.create_aitenant(
+        kube, samples.aitenant(name, AITENANT_NS, gateway_name=gateway_name, **kwargs)
+    )
+
+
+async def test_happy_path_reaches_active_with_every_child(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("happy")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+
+    obj = await wait_phase(kube, name, "Active")
+
+    # Status: phase, namespace, gateway ref, Ready condition at the current generation.
+    status = obj["status"]
+    assert status["tenantNamespace"] == tns
+    assert status["gatewayRef"] == {"name": name, "namespace": GATEWAY_NS}
+    cond = ready(obj)
+    assert cond["status"] == "True"
+    assert cond["reason"] == "Reconciled"
+    assert cond["message"] == "AITenant bootstrap resources are reconciled"
+    assert cond["observedGeneration"] == obj["metadata"]["generation"]
+    assert contract.AITENANT_FINALIZER in obj["metadata"]["finalizers"]
+
+    expected_labels = {
+        "app.kubernetes.io/managed-by": "maas-controller",
+        "app.kubernetes.io/part-of": "modelsasservice",
+        "maas.opendatahub.io/managed-by-aitenant": "true",
+        "ai-gateway.opendatahub.io/tenant": name,
+        "maas.opendatahub.io/tenant-name": name,
+        "maas.opendatahub.io/tenant-namespace": tns,
+        "maas.opendatahub.io/gateway-access": "true",
+    }
+    expected_annotations = {
+        "maas.opendatahub.io/aitenant-name": name,
+        "maas.opendatahub.io/aitenant-namespace": AITENANT_NS,
+    }
+
+    # Namespace created by us: tenant metadata plus the created-by markers.
+    ns = await kube.get(Namespace, tns)
+    assert ns.metadata is not None
+    labels, annotations = ns.metadata.labels or {}, ns.metadata.annotations or {}
+    assert expected_labels.items() <= labels.items()
+    assert labels["opendatahub.io/generated-namespace"] == "true"
+    assert expected_annotations.items() <= annotations.items()
+    assert annotations["maas.opendatahub.io/created-by-aitenant"] == "true"
+
+    # MaasTenantConfig: metadata only, empty spec, no gateway or OIDC copied in.
+    config = await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
+    assert expected_labels.items() <= config["metadata"]["labels"].items()
+    assert expected_annotations.items() <= config["metadata"]["annotations"].items()
+    assert not config.get("spec")
+
+    # Roles with exactly upstream's rules; no RoleBindings.
+    admin = await kube.get(Role, f"aitenant-{name}-tenant-admin", namespace=tns)
+    assert [r.to_dict() for r in admin.rules or []] == [
+        {
+            "apiGroups": ["maas.opendatahub.io"],
+            "resources": ["maasauthpolicies", "maassubscriptions"],
+            "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"],
+        },
+        {
+            "apiGroups": ["maas.opendatahub.io"],
+            "resources": ["maastenantconfigs"],
+            "resourceNames": ["default-tenant"],
+            "verbs": ["get", "update", "patch"],
+        },
+        {
+            "apiGroups": ["maas.opendatahub.io"],
+            "resources": ["maasmodelrefs"],
+            "verbs": ["get", "list", "watch"],
+        },
+    ]
+    assert admin.metadata is not None
+    assert expected_labels.items() <= (admin.metadata.labels or {}).items()
+    obj_admin = await kube.get(Role, f"aitenant-{name}-object-admin", namespace=AITENANT_NS)
+    assert [r.to_dict() for r in obj_admin.rules or []] == [
+        {
+            "apiGroups": ["maas.opendatahub.io"],
+            "resources": ["aitenants"],
+            "resourceNames": [name],
+            "verbs": ["get"],
+        }
+    ]
+    assert obj_admin.metadata is not None
+    assert (obj_admin.metadata.labels or {})["maas.opendatahub.io/tenant-namespace"] == tns
+    for namespace in (tns, AITENANT_NS):
+        bindings = [
+            b
+            async for b in kube.list(RoleBinding, namespace=namespace)
+            if b.metadata and (b.metadata.name or "").startswith(f"aitenant-{name}")
+        ]
+        assert bindings == []
+
+    # Gateway claim with a controller ownerReference to the AITenant.
+    claim = await kube.get(ConfigMap, naming.claim_name(GATEWAY_NS, name), namespace=AITENANT_NS)
+    assert claim.data == {"gatewayNamespace": GATEWAY_NS, "gatewayName": name}
+    assert claim.metadata is not None
+    assert (claim.metadata.labels or {})["maas.opendatahub.io/gateway-claim"] == "true"
+    owner = (claim.metadata.ownerReferences or [])[0]
+    assert (owner.kind, owner.name, owner.uid, owner.controller, owner.blockOwnerDeletion) == (
+        "AITenant",
+        name,
+        obj["metadata"]["uid"],
+        True,
+        True,
+    )
+
+    # The Gateway was only read.
+    gw = await kube.get(Gateway, name, namespace=GATEWAY_NS)
+    assert gw["metadata"]["generation"] == 1
+    assert not gw["metadata"].get("labels")
+    assert not gw["metadata"].get("annotations")
+
+    # Events (decision D8): Pending then Active, both Normal.
+    async def events() -> list[tuple[str, str]]:
+        got = [
+            (e.type or "", e.reason or "")
+            async for e in kube.list(
+                Event, namespace=AITENANT_NS, fields={"involvedObject.name": name}
+            )
+        ]
+        assert ("Normal", "Reconciled") in got
+        return got
+
+    got = await eventually(events)
+    assert ("Normal", "TenantConfigNotReady") in got
+
+
+async def test_explicit_gateway_name(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name, gw = unique("explicit"), unique("shared-gw")
+    await make_tenant(kube, name, gateway_name=gw)
+    obj = await wait_phase(kube, name, "Active")
+    assert obj["status"]["gatewayRef"] == {"name": gw, "namespace": GATEWAY_NS}
+    claim = await kube.get(ConfigMap, naming.claim_name(GATEWAY_NS, gw), namespace=AITENANT_NS)
+    assert claim.data == {"gatewayNamespace": GATEWAY_NS, "gatewayName": gw}
+
+
+async def test_missing_gateway_then_created_becomes_active_by_itself(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("late-gw")
+    await samples.create_aitenant(kube, samples.aitenant(name, AITENANT_NS))
+    obj = await wait_phase(kube, name, "Failed", "GatewayCheckFailed")
+    assert ready(obj)["message"] == (
+        f"gateway {GATEWAY_NS}/{name} not found: the Gateway must be created by a network or "
+        "cluster administrator before AITenant can be provisioned"
+    )
+    assert obj["status"]["gatewayRef"] == {"name": name, "namespace": GATEWAY_NS}
+    # Nothing was created for a non-default tenant before the Gateway check.
+    with pytest.raises(ApiError):
+        await kube.get(Namespace, f"ai-tenant-{name}")
+
+    async def warning_event() -> bool:
+        got = [
+            (e.type, e.reason)
+            async for e in kube.list(
+                Event, namespace=AITENANT_NS, fields={"involvedObject.name": name}
+            )
+        ]
+        return ("Warning", "GatewayCheckFailed") in got
+
+    await eventually(warning_event)
+
+    await samples.create_gateway(kube, samples.gateway(name, GATEWAY_NS))
+    # Well inside the 30 s requeue: the Gateway watch brings the tenant back.
+    await wait_phase(kube, name, "Active", timeout=10)
+
+
+async def test_adopts_preexisting_namespace_without_created_by_markers(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("adopt")
+    tns = f"ai-tenant-{name}"
+    await kube.create(
+        Namespace(metadata=ObjectMeta(name=tns, labels={"customer.example.com/team": "red"}))
+    )
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    ns = await kube.get(Namespace, tns)
+    assert ns.metadata is not None
+    labels, annotations = ns.metadata.labels or {}, ns.metadata.annotations or {}
+    assert labels["customer.example.com/team"] == "red"
+    assert labels["maas.opendatahub.io/tenant-name"] == name
+    assert annotations["maas.opendatahub.io/aitenant-name"] == name
+    assert "opendatahub.io/generated-namespace" not in labels
+    assert "maas.opendatahub.io/created-by-aitenant" not in annotations
+
+
+async def test_namespace_owned_by_another_aitenant_is_refused(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("stolen")
+    tns = f"ai-tenant-{name}"
+    await kube.create(
+        Namespace(
+            metadata=ObjectMeta(
+                name=tns,
+                annotations={
+                    "maas.opendatahub.io/aitenant-name": "someone-else",
+                    "maas.opendatahub.io/aitenant-namespace": AITENANT_NS,
+                },
+            )
+        )
+    )
+    await make_tenant(kube, name)
+    obj = await wait_phase(kube, name, "Failed", "TenantNamespaceFailed")
+    assert ready(obj)["message"] == f'tenant namespace "{tns}" is managed by another AITenant'
+    ns = await kube.get(Namespace, tns)
+    assert ns.metadata is not None
+    assert (ns.metadata.annotations or {})["maas.opendatahub.io/aitenant-name"] == "someone-else"
+    assert "maas.opendatahub.io/tenant-name" not in (ns.metadata.labels or {})
+
+
+async def test_claim_conflict_between_two_tenants(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    first, second, gw = unique("claim-a"), unique("claim-b"), unique("contested")
+    await make_tenant(kube, first, gateway_name=gw)
+    await wait_phase(kube, first, "Active")
+    await samples.create_aitenant(kube, samples.aitenant(second, AITENANT_NS, gateway_name=gw))
+    obj = await wait_phase(kube, second, "Failed", "GatewayClaimFailed")
+    assert ready(obj)["message"] == (
+        f"gateway {GATEWAY_NS}/{gw} is already claimed by AITenant {AITENANT_NS}/{first}; "
+        "each AITenant requires a dedicated Gateway for isolation"
+    )
+    with pytest.raises(ApiError):
+        await kube.get(Namespace, f"ai-tenant-{second}")
+
+
+async def test_gateway_retarget_moves_the_claim(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name, old_gw, new_gw = unique("retarget"), unique("gw-old"), unique("gw-new")
+    await make_tenant(kube, name, gateway_name=old_gw)
+    await wait_phase(kube, name, "Active")
+    await samples.create_gateway(kube, samples.gateway(new_gw, GATEWAY_NS))
+    await kube.patch(
+        AITenant,
+        name,
+        {"spec": {"gateway": {"name": new_gw}}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+
+    async def moved() -> bool:
+        obj = await get_tenant(kube, name)
+        assert obj["status"]["gatewayRef"]["name"] == new_gw
+        assert ready(obj)["observedGeneration"] == obj["metadata"]["generation"]
+        await kube.get(ConfigMap, naming.claim_name(GATEWAY_NS, new_gw), namespace=AITENANT_NS)
+        try:
+            await kube.get(ConfigMap, naming.claim_name(GATEWAY_NS, old_gw), namespace=AITENANT_NS)
+        except ApiError as exc:
+            return exc.status.code == 404
+        return False
+
+    await eventually(moved)
+
+
+@pytest.mark.parametrize(
+    ("namespace", "message"),
+    [
+        (
+            "default",
+            'AITenant default/{name} must be created in the configured AITenant infrastructure '
+            'namespace "ai-tenants"',
+        ),
+        (
+            INFRA_NS,
+            f'AITenant {INFRA_NS}/{{name}} must not be created in the protected application '
+            f'namespace "{INFRA_NS}"',
+        ),
+        (
+            SUBSCRIPTION_NS,
+            f"AITenant {SUBSCRIPTION_NS}/{{name}} must be created in a separate infra namespace, "
+            f'not the tenant namespace "{SUBSCRIPTION_NS}"',
+        ),
+    ],
+)
+async def test_invalid_placement(
+    kube: AsyncClient,
+    controller: RunningController,
+    unique: Names,
+    namespace: str,
+    message: str,
+) -> None:
+    name = unique("misplaced")
+    await samples.ensure_namespace(kube, namespace)
+    await samples.create_aitenant(kube, samples.aitenant(name, namespace))
+
+    async def failed() -> dict[str, Any] | None:
+        obj = dict(await kube.get(AITenant, name, namespace=namespace))
+        return obj if ready(obj).get("reason") == "InvalidPlacement" else None
+
+    obj = await eventually(failed)
+    assert obj["status"]["phase"] == "Failed"
+    assert ready(obj)["message"] == message.format(name=name)
+    assert "tenantNamespace" not in obj["status"]
+    # The finalizer comes first, as upstream (so deletion cleanup still runs).
+    assert contract.AITENANT_FINALIZER in obj["metadata"]["finalizers"]
+    # No requeue: the key is not scheduled again.
+    assert controller.app is not None
+    reconciles = controller.reconciled.count(Key(namespace, name))
+    await asyncio.sleep(1.5)
+    assert controller.reconciled.count(Key(namespace, name)) == reconciles
+
+
+async def test_reconcile_of_active_tenant_makes_no_write(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("idle")
+    await make_tenant(kube, name)
+    before = await wait_phase(kube, name, "Active")
+    await asyncio.sleep(0.5)  # let the informer catch up with the last status write
+    assert controller.app is not None
+    writes = controller.metrics.api_count(WRITE_VERBS)
+    reads = controller.metrics.api_count(("GET",))
+    await controller.app.aitenant_controller.process(Key(AITENANT_NS, name))
+    assert controller.metrics.api_count(WRITE_VERBS) == writes
+    assert controller.metrics.api_count(("GET",)) > reads  # it really did read the world
+    after = await get_tenant(kube, name)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["status"] == before["status"]
+
+
+async def test_spec_rbac_admins_creates_no_rolebinding(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("rbac")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(
+        kube,
+        name,
+        rbac_admins=[
+            {"kind": "User", "name": "alice"},
+            {"kind": "Group", "name": "admins"},
+            {"kind": "ServiceAccount", "name": "bot", "namespace": "ci"},
+        ],
+    )
+    await wait_phase(kube, name, "Active")
+    for namespace in (tns, AITENANT_NS):
+        names = [b.metadata.name async for b in kube.list(RoleBinding, namespace=namespace) if b.metadata]
+        assert not any(n and name in n for n in names)
+
+
+async def test_status_and_metadata_edits_do_not_trigger_a_reconcile(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("quiet")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    await asyncio.sleep(0.5)
+    key = Key(AITENANT_NS, name)
+    count = controller.reconciled.count(key)
+    await kube.patch(
+        AITenant.Status,
+        name,
+        {"status": {"phase": "Pending"}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+    await kube.patch(
+        AITenant,
+        name,
+        {"metadata": {"labels": {"example.com/touched": "yes"}}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+    await asyncio.sleep(1.5)
+    assert controller.reconciled.count(key) == count
+    assert (await get_tenant(kube, name))["status"]["phase"] == "Pending"
+    # A spec change does trigger one, and the status is put right.
+    await kube.patch(
+        AITenant,
+        name,
+        {"spec": {"gateway": {"name": name}}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+    await wait_phase(kube, name, "Active")
+    assert controller.reconciled.count(key) > count
+
+
+async def test_deleted_config_is_recreated(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("recreate")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    first = await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
+    await kube.delete(MaasTenantConfig, "default-tenant", namespace=tns)
+
+    async def recreated() -> bool:
+        config = await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
+        return config["metadata"]["uid"] != first["metadata"]["uid"]
+
+    await eventually(recreated)
+    await wait_phase(kube, name, "Active")
+
+
+async def test_tenant_admin_spec_edits_are_kept_and_labels_restored(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("edited")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    await kube.patch(
+        MaasTenantConfig,
+        "default-tenant",
+        {
+            "spec": {"apiKeys": {"maxExpirationDays": 30}},
+            "metadata": {"labels": {"maas.opendatahub.io/tenant-name": None}},
+        },
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
+
+    async def restored() -> bool:
+        config = await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
+        assert config["spec"] == {"apiKeys": {"maxExpirationDays": 30}}
+        return config["metadata"]["labels"].get("maas.opendatahub.io/tenant-name") == name
+
+    await eventually(restored)
+
+
+async def test_infra_namespace_gets_gateway_selector_labels(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("selector")
+    key = f"example.com/{name}"
+    await samples.create_gateway(kube, samples.gateway(name, GATEWAY_NS, selector={key: "yes"}))
+    await samples.create_aitenant(kube, samples.aitenant(name, AITENANT_NS))
+    await wait_phase(kube, name, "Active")
+    ns = await kube.get(Namespace, INFRA_NS)
+    assert ns.metadata is not None
+    assert (ns.metadata.labels or {})[key] == "yes"
+    ledger = (ns.metadata.annotations or {})["maas.opendatahub.io/gateway-selector-labels"]
+    assert f'"{key}":["{name}"]' in ledger
+
+
+async def test_restart_mid_flight_converges(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    names = [unique("restart") for _ in range(6)]
+    for name in names:
+        await samples.create_gateway(kube, samples.gateway(name, GATEWAY_NS))
+    await controller.stop()
+    for name in names:
+        await samples.create_aitenant(kube, samples.aitenant(name, AITENANT_NS))
+    await controller.start()
+    await asyncio.sleep(0.05)  # some tenants are half-way through their first pass
+    await controller.stop()
+    await controller.start()
+    for name in names:
+        await wait_phase(kube, name, "Active", timeout=20)

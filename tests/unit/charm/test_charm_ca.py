@@ -1,0 +1,147 @@
+"""The internal CA of decision D9: created by the leader, kept in a secret, rotated in time."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+
+import pytest
+from charm_kit import CharmKit, near_expiry_ca
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+
+import charm
+import charm_pki
+
+NOW = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
+
+
+def test_leader_creates_the_ca_in_an_app_secret(ready: CharmKit):
+    # GIVEN a leader that reconciled
+    # WHEN we read the app secret
+    content = ready.secret(charm.INTERNAL_CA_LABEL)
+    # THEN it holds a CA that may sign leaf certificates
+    cert = charm_pki.load_certificate(content["ca-cert"])
+    constraints = cert.extensions.get_extension_for_class(charm_pki.x509.BasicConstraints).value
+    assert constraints.ca is True
+    assert constraints.path_length == 0
+    assert "PRIVATE KEY" in content["ca-key"]
+    assert "previous-ca-cert" not in content
+
+
+def test_ca_is_stable_across_reconciles(ready: CharmKit):
+    # GIVEN a created CA
+    first = ready.secret(charm.INTERNAL_CA_LABEL)
+    # WHEN more events reconcile
+    ready.harness.charm.on.update_status.emit()
+    ready.harness.charm.on.config_changed.emit()
+    # THEN the same CA is kept (no new secret revision content)
+    assert ready.secret(charm.INTERNAL_CA_LABEL) == first
+
+
+def test_ca_rotated_when_near_expiry(ready: CharmKit):
+    # GIVEN a CA with a tenth of its lifetime left
+    old = near_expiry_ca(datetime.datetime.now(datetime.UTC))
+    ready.harness.model.get_secret(label=charm.INTERNAL_CA_LABEL).set_content(
+        {"ca-cert": old.cert_pem, "ca-key": old.key_pem}
+    )
+    # WHEN update-status reconciles
+    ready.harness.charm.on.update_status.emit()
+    # THEN a new CA replaces it and the old one is kept for trust until it expires
+    content = ready.secret(charm.INTERNAL_CA_LABEL)
+    assert content["ca-cert"] != old.cert_pem
+    assert content["previous-ca-cert"] == old.cert_pem
+    # AND the workload gets the new CA, and the controller restarts to load it
+    assert ready.read(charm.MAAS_API_CA_FILE) == content["ca-cert"]
+    env = ready.service().environment
+    assert env["AITENANT_CHARM_CA_SHA256"] != ""
+    # AND the webhook certificate is re-issued from the new CA
+    served = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
+    assert charm_pki.issued_by(served, content["ca-cert"])
+    # AND the webhook trusts both CAs during the changeover
+    webhook = [
+        c.args[0]
+        for c in ready.kube.apply.call_args_list
+        if isinstance(c.args[0], ValidatingWebhookConfiguration)
+    ][-1]
+    bundle = base64.b64decode(webhook.webhooks[0].clientConfig.caBundle).decode()
+    assert content["ca-cert"] in bundle
+    assert old.cert_pem in bundle
+
+
+def test_ca_rotation_changes_the_layer(ready: CharmKit):
+    # GIVEN a planned controller
+    before = ready.service().environment["AITENANT_CHARM_CA_SHA256"]
+    # WHEN the CA is rotated
+    old = near_expiry_ca(datetime.datetime.now(datetime.UTC))
+    ready.harness.model.get_secret(label=charm.INTERNAL_CA_LABEL).set_content(
+        {"ca-cert": old.cert_pem, "ca-key": old.key_pem}
+    )
+    ready.harness.charm.on.update_status.emit()
+    # THEN the layer differs, so Pebble restarts the controller with the new signing CA
+    assert ready.service().environment["AITENANT_CHARM_CA_SHA256"] != before
+
+
+def test_non_leader_reads_but_never_rotates(ready: CharmKit):
+    # GIVEN a near-expiry CA and a unit that is not the leader
+    old = near_expiry_ca(datetime.datetime.now(datetime.UTC))
+    ready.harness.model.get_secret(label=charm.INTERNAL_CA_LABEL).set_content(
+        {"ca-cert": old.cert_pem, "ca-key": old.key_pem}
+    )
+    ready.harness.set_leader(False)
+    # WHEN it reconciles
+    ready.harness.charm.on.update_status.emit()
+    # THEN the CA is left for the leader to rotate, and the unit uses what is there
+    assert ready.secret(charm.INTERNAL_CA_LABEL)["ca-cert"] == old.cert_pem
+    assert ready.read(charm.MAAS_API_CA_FILE) == old.cert_pem
+
+
+# --- charm_pki: pure functions ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("age_days", "renew"),
+    [(0, False), (200, False), (240, False), (250, True), (364, True), (400, True)],
+)
+def test_needs_renewal_with_a_third_of_the_lifetime_left(age_days: int, renew: bool):
+    # GIVEN a one-year CA of a given age
+    ca = charm_pki.generate_ca(
+        "ca", now=NOW - datetime.timedelta(days=age_days), validity=datetime.timedelta(days=365)
+    )
+    # WHEN we ask whether it needs renewal
+    # THEN it does once less than a third (about 122 days) is left
+    assert charm_pki.needs_renewal(ca.cert_pem, now=NOW) is renew
+
+
+def test_unreadable_certificate_needs_renewal():
+    # GIVEN garbage where a PEM should be
+    # WHEN we check it
+    # THEN it is renewed rather than trusted
+    assert charm_pki.needs_renewal("not a certificate", now=NOW) is True
+    assert charm_pki.is_expired("", now=NOW) is True
+
+
+def test_server_certificate_is_issued_by_its_ca():
+    # GIVEN a CA and another CA
+    ca = charm_pki.generate_ca("ca", now=NOW)
+    other = charm_pki.generate_ca("other", now=NOW)
+    names = charm_pki.service_dns_names("aitenant-k8s", "maas")
+    # WHEN a server certificate is issued
+    leaf = charm_pki.issue_server_certificate(ca, dns_names=names, now=NOW)
+    # THEN it chains to its CA only, carries the Service names, and never outlives the CA
+    assert charm_pki.issued_by(leaf.cert_pem, ca.cert_pem)
+    assert not charm_pki.issued_by(leaf.cert_pem, other.cert_pem)
+    assert charm_pki.dns_names(leaf.cert_pem) == names
+    assert names[0] == "aitenant-k8s.maas.svc"
+    leaf_cert = charm_pki.load_certificate(leaf.cert_pem)
+    ca_cert = charm_pki.load_certificate(ca.cert_pem)
+    assert leaf_cert.not_valid_after_utc <= ca_cert.not_valid_after_utc
+
+
+def test_fingerprint_is_stable_and_distinct():
+    # GIVEN two CAs
+    a = charm_pki.generate_ca("a", now=NOW)
+    b = charm_pki.generate_ca("b", now=NOW)
+    # WHEN we fingerprint them
+    # THEN each has one fingerprint, different from the other's
+    assert charm_pki.fingerprint(a.cert_pem) == charm_pki.fingerprint(a.cert_pem)
+    assert charm_pki.fingerprint(a.cert_pem) != charm_pki.fingerprint(b.cert_pem)

@@ -1,0 +1,210 @@
+"""Cluster objects: CRDs, RBAC and the webhook configuration, and what removal leaves alone."""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import json
+from typing import cast
+from unittest.mock import MagicMock
+
+import pytest
+from aitenant import contract
+from charm_kit import APP, MODEL, CharmKit, api_error
+from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+
+import charm
+import charm_manifests
+import charm_pki
+
+SHIPPED_CRDS = charm_manifests.load_crds()
+
+
+def _webhook(kit: CharmKit) -> ValidatingWebhookConfiguration:
+    applied = kit.applied(ValidatingWebhookConfiguration)
+    assert applied, "no ValidatingWebhookConfiguration was applied"
+    return applied[-1]
+
+
+def _ca_bundle(webhook: ValidatingWebhookConfiguration) -> str:
+    assert webhook.webhooks
+    bundle = webhook.webhooks[0].clientConfig.caBundle
+    assert bundle
+    return base64.b64decode(bundle).decode()
+
+
+def test_client_uses_the_charm_field_manager(ready: CharmKit):
+    # GIVEN a reconciled deployment
+    # WHEN we look at how the lightkube Client was built
+    client_class = cast(MagicMock, charm.Client)
+    # THEN server-side apply writes as `aitenant-k8s`
+    assert client_class.call_args.kwargs == {"field_manager": "aitenant-k8s"}
+
+
+def test_leader_applies_the_shipped_crds_with_force(ready: CharmKit):
+    # GIVEN the CRDs in the aitenant package
+    assert SHIPPED_CRDS, "aitenant/manifests/crds is empty"
+    # WHEN the leader reconciles
+    # THEN every shipped CRD was server-side applied, taking ownership of conflicting fields
+    applied = {crd.metadata.name for crd in ready.applied(CustomResourceDefinition) if crd.metadata}
+    assert applied == {crd.metadata.name for crd in SHIPPED_CRDS if crd.metadata}
+    assert "aitenants.maas.opendatahub.io" in applied
+    for call in ready.kube.apply.call_args_list:
+        assert call.kwargs.get("force") is True
+
+
+def test_controller_cluster_role_is_bound_to_the_app_service_account(ready: CharmKit):
+    # GIVEN a reconciled leader
+    # WHEN we look at the RBAC objects applied
+    roles = {role.metadata.name for role in ready.applied(ClusterRole) if role.metadata}
+    bindings = ready.applied(ClusterRoleBinding)
+    assert {b.metadata.name for b in bindings if b.metadata} == {f"{MODEL}-{APP}"}
+    binding = bindings[-1]
+    # THEN the controller's ClusterRole is applied and bound to `<app>` in the model namespace
+    assert charm_manifests.CONTROLLER_CLUSTER_ROLE in roles
+    assert binding.roleRef.name == charm_manifests.CONTROLLER_CLUSTER_ROLE
+    assert binding.roleRef.kind == "ClusterRole"
+    assert binding.subjects
+    [subject] = binding.subjects
+    assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
+
+
+def test_non_leader_applies_nothing(kit: CharmKit):
+    # GIVEN a non-leader unit
+    kit.harness.set_leader(False)
+    # WHEN it reconciles
+    kit.make_ready()
+    # THEN cluster objects are the leader's job
+    kit.kube.apply.assert_not_called()
+
+
+def test_webhook_port_is_opened(ready: CharmKit):
+    # GIVEN a reconciled unit
+    # WHEN we look at its opened ports
+    # THEN the webhook port is open on the app's Service
+    assert {port.port for port in ready.harness.model.unit.opened_ports()} == {9443}
+
+
+def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: CharmKit):
+    # GIVEN a leader with the fallback (internal CA) webhook certificate
+    ca = ready.secret(charm.INTERNAL_CA_LABEL)["ca-cert"]
+    # WHEN we look at the applied ValidatingWebhookConfiguration
+    webhook = _webhook(ready)
+    assert webhook.webhooks
+    [hook] = webhook.webhooks
+    # THEN it calls the app's Service on 9443 at the AITenant path and trusts the CA
+    assert webhook.metadata and webhook.metadata.name == f"{MODEL}-{APP}"
+    assert hook.name == contract.WEBHOOK_NAME
+    service = hook.clientConfig.service
+    assert service is not None
+    assert (service.name, service.namespace, service.port) == (APP, MODEL, 9443)
+    assert service.path == contract.WEBHOOK_PATH
+    assert ca in _ca_bundle(webhook)
+    # AND the served certificate chains to that CA and names the Service
+    served = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
+    assert charm_pki.issued_by(served, ca)
+    assert f"{APP}.{MODEL}.svc" in charm_pki.dns_names(served)
+
+
+def test_webhook_certificate_from_the_certificates_relation(kit: CharmKit):
+    # GIVEN a certificates relation and a provider CA
+    now = datetime.datetime.now(datetime.UTC)
+    provider_ca = charm_pki.generate_ca("provider CA", now=now)
+    relation_id = kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
+    kit.harness.add_relation_unit(relation_id, "self-signed-certificates/0")
+    kit.make_ready()
+    # WHEN the provider signs the unit's request and publishes it
+    requests = kit.harness.get_relation_data(relation_id, kit.harness.model.unit.name)
+    csr_pem = _first_csr(requests["certificate_signing_requests"])
+    csr = CertificateSigningRequest.from_string(csr_pem)
+    signed = csr.sign(
+        ca=Certificate.from_string(provider_ca.cert_pem),
+        ca_private_key=PrivateKey.from_string(provider_ca.key_pem),
+        validity=datetime.timedelta(days=30),
+    )
+    provided = {
+        "ca": provider_ca.cert_pem,
+        "certificate_signing_request": csr_pem,
+        "certificate": str(signed),
+        "chain": [str(signed), provider_ca.cert_pem],
+    }
+    kit.harness.update_relation_data(
+        relation_id, "self-signed-certificates", {"certificates": json.dumps([provided])}
+    )
+    kit.reconcile()
+    # THEN the workload serves the provided certificate and the webhook trusts the provider CA
+    assert kit.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt").strip() == str(signed).strip()
+    assert _ca_bundle(_webhook(kit)).strip() == provider_ca.cert_pem.strip()
+    assert charm.SERVICE in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+
+
+def test_renewed_webhook_certificate_does_not_restart_the_controller(ready: CharmKit):
+    # GIVEN a running controller and its webhook certificate
+    command = ready.service().command
+    env = dict(ready.service().environment)
+    old = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
+    # WHEN the fallback certificate is replaced (as renewal does)
+    ready.harness.model.get_secret(label=charm.WEBHOOK_CERT_LABEL).set_content(
+        {"tls-cert": "renew-me", "tls-key": "renew-me"}
+    )
+    ready.reconcile()
+    # THEN the new certificate file is in place but the service definition is unchanged
+    new = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
+    assert new != old
+    assert charm_pki.issued_by(new, ready.secret(charm.INTERNAL_CA_LABEL)["ca-cert"])
+    assert ready.service().command == command
+    assert dict(ready.service().environment) == env
+
+
+def test_remove_of_the_application_deletes_only_the_webhook_and_binding(ready: CharmKit):
+    # GIVEN a deployed application that is being removed entirely
+    ready.harness.set_planned_units(0)
+    # WHEN the remove hook runs
+    ready.harness.charm.on.remove.emit()
+    # THEN the webhook configuration and binding go, CRDs and ClusterRoles never do
+    deleted = [call.args for call in ready.kube.delete.call_args_list]
+    assert deleted == [
+        (ValidatingWebhookConfiguration, f"{MODEL}-{APP}"),
+        (ClusterRoleBinding, f"{MODEL}-{APP}"),
+    ]
+    for kind, _ in deleted:
+        assert kind is not CustomResourceDefinition
+        assert kind is not ClusterRole
+    ready.kube.deletecollection.assert_not_called()
+
+
+def test_removing_one_unit_deletes_nothing(ready: CharmKit):
+    # GIVEN an application that keeps other units
+    ready.harness.set_planned_units(2)
+    # WHEN one unit's remove hook runs
+    ready.harness.charm.on.remove.emit()
+    # THEN nothing is deleted
+    ready.kube.delete.assert_not_called()
+
+
+def test_remove_tolerates_objects_already_gone(ready: CharmKit):
+    # GIVEN objects that were already deleted
+    ready.harness.set_planned_units(0)
+    ready.kube.delete.side_effect = api_error(404, "not found")
+    # WHEN the remove hook runs
+    ready.harness.charm.on.remove.emit()
+    # THEN it finishes without error, having tried both
+    assert ready.kube.delete.call_count == 2
+
+
+@pytest.mark.parametrize("event", ["upgrade_charm", "config_changed", "update_status"])
+def test_crds_reapplied_never_deleted_on_other_events(ready: CharmKit, event: str):
+    # GIVEN a reconciled leader
+    ready.kube.apply.reset_mock()
+    # WHEN another lifecycle event arrives
+    getattr(ready.harness.charm.on, event).emit()
+    # THEN the CRDs are applied again (idempotent) and nothing is deleted
+    assert len(ready.applied(CustomResourceDefinition)) == len(SHIPPED_CRDS)
+    ready.kube.delete.assert_not_called()
+
+
+def _first_csr(raw: str) -> str:
+    return json.loads(raw)[0]["certificate_signing_request"]

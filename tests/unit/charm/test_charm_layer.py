@@ -1,0 +1,183 @@
+"""The Pebble layer: flags from config and relations, precedence, and when Pebble replans."""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterator
+from unittest.mock import MagicMock, patch
+
+import ops
+import pytest
+from aitenant.settings import load_settings
+from charm_kit import DEFAULT_MAAS_API, MODEL, CharmKit
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
+
+import charm
+
+
+@pytest.fixture
+def replan_spy() -> Iterator[MagicMock]:
+    """Count Container.replan calls while still running the real method."""
+    with patch.object(ops.Container, "replan", autospec=True, side_effect=ops.Container.replan) as spy:
+        yield spy
+
+
+def test_layer_carries_flags_from_config_and_relations(kit: CharmKit):
+    # GIVEN gateway and maas-api relations and some non-default options
+    kit.integrate_gateway(namespace="istio-gw", name="maas-gateway")
+    kit.integrate_maas_api()
+    kit.configure(
+        aitenant_namespace="tenants",
+        deletion_timeout="1h30m",
+        manage_default_tenant=False,
+        log_level="DEBUG",
+    )
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the command has one flag per input, from config or relation data
+    flags = kit.flags()
+    assert kit.args()[0] == "aitenant-controller"
+    assert flags["aitenant-namespace"] == "tenants"
+    assert flags["gateway-namespace"] == "istio-gw"
+    assert flags["gateway-name"] == "maas-gateway"
+    assert flags["enable-tenant-namespace-discovery"] == "true"
+    assert flags["deletion-timeout"] == "1h30m"
+    assert flags["manage-default-tenant"] == "false"
+    assert flags["log-level"] == "debug"
+    assert flags["infra-namespace"] == DEFAULT_MAAS_API.infra_namespace
+    assert flags["maas-api-image"] == DEFAULT_MAAS_API.image
+    assert flags["maas-api-db-secret"] == DEFAULT_MAAS_API.db_secret
+    assert flags["maas-api-ca-file"] == charm.MAAS_API_CA_FILE
+    assert flags["maas-api-ca-key-file"] == charm.MAAS_API_CA_KEY_FILE
+    assert flags["webhook-port"] == "9443"
+    assert flags["webhook-cert-dir"] == charm.WEBHOOK_CERT_DIR
+    assert flags["health-port"] == "8081"
+    assert flags["leader-elect"] == "true"
+    assert "maas-api-url-template" not in flags  # default port 8443: controller default
+
+
+def test_layer_service_environment_and_checks(ready: CharmKit):
+    # GIVEN a ready deployment
+    # WHEN we read the planned layer
+    plan = ready.harness.get_container_pebble_plan(charm.CONTAINER)
+    service = plan.services[charm.SERVICE]
+    # THEN the service knows its namespace, restarts when not alive, and is probed over HTTP
+    assert service.environment["POD_NAMESPACE"] == MODEL
+    assert service.on_check_failure == {"alive": "restart"}
+    assert service.startup == "enabled"
+    assert service.user_id == charm.WORKLOAD_UID
+    assert plan.checks["alive"].level == ops.pebble.CheckLevel.ALIVE
+    assert plan.checks["alive"].http == {"url": "http://localhost:8081/healthz"}
+    assert plan.checks["ready"].level == ops.pebble.CheckLevel.READY
+    assert plan.checks["ready"].http == {"url": "http://localhost:8081/readyz"}
+
+
+def test_config_beats_relation_data(kit: CharmKit):
+    # GIVEN relations that name a gateway and an infra namespace
+    kit.integrate_gateway(namespace="from-relation", name="relation-gw")
+    kit.integrate_maas_api()
+    # AND config options that name others
+    kit.configure(gateway_namespace="from-config", gateway_name="config-gw", infra_namespace="infra")
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the non-empty config options win
+    flags = kit.flags()
+    assert flags["gateway-namespace"] == "from-config"
+    assert flags["gateway-name"] == "config-gw"
+    assert flags["infra-namespace"] == "infra"
+
+
+def test_relation_fills_what_config_leaves_empty(kit: CharmKit):
+    # GIVEN only the gateway name in config, the namespace from the relation
+    kit.integrate_gateway(namespace="from-relation", name="relation-gw")
+    kit.integrate_maas_api()
+    kit.configure(gateway_name="config-gw")
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN each value comes from its own source
+    assert kit.flags()["gateway-namespace"] == "from-relation"
+    assert kit.flags()["gateway-name"] == "config-gw"
+
+
+def test_maas_api_port_sets_the_url_template(kit: CharmKit):
+    # GIVEN maas-api listening on a non-default port
+    kit.integrate_gateway()
+    kit.integrate_maas_api(DEFAULT_MAAS_API.model_copy(update={"service_port": 9000}))
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the revocation URL template uses that port and keeps the placeholders
+    template = kit.flags()["maas-api-url-template"]
+    assert template == "https://{service}.{namespace}.svc:9000/internal/v1/tenants/{tenant}/api-keys"
+
+
+def test_command_is_accepted_by_the_controller_settings(ready: CharmKit):
+    # GIVEN the command and environment the charm planned
+    service = ready.service()
+    argv = shlex.split(service.command)[1:]
+    # WHEN the controller parses them
+    settings = load_settings(argv, dict(service.environment))
+    # THEN every flag is known and the values arrive as intended
+    assert settings.controller_namespace == MODEL
+    assert settings.gateway_namespace == "istio-gw"
+    assert settings.enable_tenant_namespace_discovery is True
+    assert settings.deletion_timeout == 600.0
+    assert str(settings.webhook_cert_dir) == charm.WEBHOOK_CERT_DIR
+    assert settings.leader_elect is True
+
+
+def test_replan_not_repeated_when_layer_unchanged(kit: CharmKit, replan_spy: MagicMock):
+    # GIVEN a deployment that has planned the controller once
+    kit.make_ready()
+    assert replan_spy.call_count == 1
+    # WHEN unrelated events reconcile again
+    kit.harness.charm.on.update_status.emit()
+    kit.harness.charm.on.config_changed.emit()
+    # THEN Pebble is not replanned
+    assert replan_spy.call_count == 1
+
+
+def test_replan_when_config_changes_the_layer(kit: CharmKit, replan_spy: MagicMock):
+    # GIVEN a planned controller
+    kit.make_ready()
+    # WHEN an option that maps to a flag changes
+    kit.configure(log_level="debug")
+    # THEN Pebble replans once with the new flag
+    assert replan_spy.call_count == 2
+    assert kit.flags()["log-level"] == "debug"
+
+
+def test_new_maas_api_data_changes_the_layer(kit: CharmKit):
+    # GIVEN a planned controller
+    kit.make_ready()
+    relation = kit.harness.model.get_relation(charm.MAAS_API_RELATION)
+    assert relation is not None
+    # WHEN the provider publishes a new image
+    new = MaasApiAppData(**{**DEFAULT_MAAS_API.model_dump(), "image": "maas-api:v2"})
+    bag: dict[str, str] = {}
+    new.dump(bag)
+    kit.harness.update_relation_data(relation.id, "maas-api-k8s", bag)
+    # THEN the controller gets the new image
+    assert kit.flags()["maas-api-image"] == "maas-api:v2"
+
+
+def test_no_service_without_required_inputs(kit: CharmKit):
+    # GIVEN no gateway and no maas-api relation
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN nothing is planned
+    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+
+
+def test_certificate_files_written_with_private_keys_protected(ready: CharmKit):
+    # GIVEN a ready deployment (fallback certificate from the internal CA)
+    fs = ready.harness.get_filesystem_root(charm.CONTAINER)
+    # WHEN we look at the files in the workload
+    # THEN the webhook pair and the maas-api CA pair are there, keys readable by owner only
+    ca = ready.secret(charm.INTERNAL_CA_LABEL)
+    assert ready.read(charm.MAAS_API_CA_FILE) == ca["ca-cert"]
+    assert ready.read(charm.MAAS_API_CA_KEY_FILE) == ca["ca-key"]
+    webhook = ready.secret(charm.WEBHOOK_CERT_LABEL)
+    assert ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt") == webhook["tls-cert"]
+    assert ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.key") == webhook["tls-key"]
+    for key in (charm.MAAS_API_CA_KEY_FILE, f"{charm.WEBHOOK_CERT_DIR}/tls.key"):
+        assert (fs / key.lstrip("/")).stat().st_mode & 0o777 == 0o600

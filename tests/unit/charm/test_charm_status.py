@@ -1,0 +1,223 @@
+"""The status ladder: one test per rung, in the ladder's order of priority."""
+
+from __future__ import annotations
+
+import json
+
+import ops
+import pytest
+from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
+
+import charm
+
+
+def test_missing_trust_blocks_with_the_exact_command(kit: CharmKit):
+    # GIVEN the API answers 403 to the charm's list call (no `juju trust`)
+    kit.kube.list.side_effect = api_error(403, "forbidden")
+    # WHEN the charm reconciles
+    kit.make_ready()
+    # THEN it is blocked with the command that fixes it, and applied nothing
+    assert kit.status() == ops.BlockedStatus(f"run `juju trust {APP} --scope=cluster`")
+    kit.kube.apply.assert_not_called()
+
+
+def test_trust_is_checked_once_per_dispatch(kit: CharmKit):
+    # GIVEN a trusted cluster
+    # WHEN one event reconciles and the status is computed
+    kit.reconcile()
+    kit.harness.evaluate_status()
+    # THEN the API was probed once, not again by collect-status
+    assert kit.kube.list.call_count == 1
+
+
+def test_unreachable_api_waits(kit: CharmKit):
+    # GIVEN the API server answers 503
+    kit.kube.list.side_effect = api_error(503, "etcd unavailable")
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the unit waits and says why
+    status = kit.status()
+    assert isinstance(status, ops.WaitingStatus)
+    assert "etcd unavailable" in status.message
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "reason"),
+    [
+        ("deletion-timeout", "ten minutes", "invalid duration"),
+        ("deletion-timeout", "-5m", "negative"),
+        ("log-level", "loud", "'loud' is not one of debug, info, warning, error"),
+        ("aitenant-namespace", "Not_A_Namespace", "not a valid namespace name"),
+        ("aitenant-namespace", "  ", "must be non-empty"),
+        ("gateway-name", "bad/name", "not a valid Kubernetes object name"),
+    ],
+)
+def test_invalid_config_blocks_naming_the_option(
+    ready: CharmKit, option: str, value: str, reason: str
+):
+    # GIVEN a healthy deployment
+    # WHEN an option gets an invalid value
+    ready.harness.update_config({option: value})
+    # THEN the unit is blocked, naming the option and the reason
+    status = ready.status()
+    assert isinstance(status, ops.BlockedStatus)
+    assert status.message.startswith(f"invalid config {option}: ")
+    assert reason in status.message
+
+
+def test_invalid_config_keeps_the_running_service(ready: CharmKit):
+    # GIVEN a planned controller
+    before = ready.service().command
+    # WHEN config becomes invalid
+    ready.configure(deletion_timeout="soon")
+    # THEN the service is left as it was (no silent fallback, no half-built command)
+    assert ready.service().command == before
+
+
+def test_cluster_apply_failure_waits(kit: CharmKit):
+    # GIVEN the API server throttles applies
+    kit.kube.apply.side_effect = api_error(429, "too many requests")
+    # WHEN the charm reconciles
+    kit.make_ready()
+    # THEN the unit waits for the next event and says what failed
+    status = kit.status()
+    assert isinstance(status, ops.WaitingStatus)
+    assert "429" in status.message
+
+
+def test_unreachable_container_waits(kit: CharmKit):
+    # GIVEN relations in place but Pebble not answering
+    kit.harness.set_can_connect(charm.CONTAINER, False)
+    kit.make_ready()
+    # WHEN the status is computed
+    # THEN the unit waits for the container
+    assert kit.status() == ops.WaitingStatus(f"waiting for the {charm.CONTAINER} container")
+
+
+def test_no_gateway_from_config_or_relation_blocks(kit: CharmKit):
+    # GIVEN maas-api but neither gateway options nor the gateway relation
+    kit.integrate_maas_api()
+    kit.reconcile()
+    # WHEN the status is computed
+    # THEN it says which options or which relation would fix it
+    assert kit.status() == ops.BlockedStatus(
+        "gateway unknown: set `gateway-namespace` and `gateway-name` or integrate `gateway`"
+    )
+
+
+def test_gateway_name_only_blocks_on_the_namespace(kit: CharmKit):
+    # GIVEN only gateway-name in config and no gateway relation
+    kit.integrate_maas_api()
+    kit.configure(gateway_name="maas-gateway")
+    # WHEN the status is computed
+    # THEN only the missing namespace is named
+    assert kit.status() == ops.BlockedStatus(
+        "gateway unknown: set `gateway-namespace` or integrate `gateway`"
+    )
+
+
+def test_gateway_from_config_alone_is_enough(kit: CharmKit):
+    # GIVEN both gateway options in config and no gateway relation
+    kit.integrate_maas_api()
+    kit.configure(gateway_namespace="istio-gw", gateway_name="maas-gateway")
+    # WHEN the status is computed
+    # THEN the unit is active
+    assert kit.status() == ops.ActiveStatus()
+
+
+def test_missing_maas_api_relation_blocks(kit: CharmKit):
+    # GIVEN the gateway but no maas-api relation
+    kit.integrate_gateway()
+    kit.reconcile()
+    # WHEN the status is computed
+    # THEN it asks for the relation
+    assert kit.status() == ops.BlockedStatus("missing relation: integrate `maas-api`")
+
+
+def test_maas_api_relation_without_data_waits(kit: CharmKit):
+    # GIVEN a maas-api relation whose provider has not published yet
+    kit.integrate_gateway()
+    kit.integrate_maas_api(None)
+    kit.reconcile()
+    # WHEN the status is computed
+    # THEN the unit waits for the data
+    assert kit.status() == ops.WaitingStatus("waiting for `maas-api` relation data")
+
+
+def test_invalid_maas_api_data_blocks(kit: CharmKit):
+    # GIVEN a provider that published a bad port
+    kit.integrate_gateway()
+    relation_id = kit.integrate_maas_api()
+    kit.harness.update_relation_data(relation_id, "maas-api-k8s", {"service_port": json.dumps(0)})
+    # WHEN the status is computed
+    # THEN it says which field is wrong
+    status = kit.status()
+    assert isinstance(status, ops.BlockedStatus)
+    assert "service_port" in status.message
+
+
+def test_certificate_not_yet_issued_waits(kit: CharmKit):
+    # GIVEN a certificates relation whose provider has not answered the request
+    kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
+    kit.make_ready()
+    # WHEN the status is computed
+    # THEN the unit waits for the certificate, and nothing is planned yet
+    assert kit.status() == ops.WaitingStatus(
+        "waiting for the webhook certificate from `certificates`"
+    )
+    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+
+
+def test_non_leader_waits_for_the_internal_ca(kit: CharmKit):
+    # GIVEN a non-leader unit and a leader that has not created the CA yet
+    kit.harness.set_leader(False)
+    # WHEN the unit reconciles
+    kit.make_ready()
+    # THEN it waits for the leader and does not create the CA itself
+    assert kit.status() == ops.WaitingStatus("waiting for the leader to create the internal CA")
+    with pytest.raises(ops.SecretNotFoundError):
+        kit.harness.model.get_secret(label=charm.INTERNAL_CA_LABEL)
+
+
+def test_failing_readyz_waits(ready: CharmKit):
+    # GIVEN a planned controller whose ready check fails
+    ready.container.get_check("ready").status = ops.pebble.CheckStatus.DOWN
+    # WHEN the status is computed
+    # THEN the unit waits for the controller
+    assert ready.status() == ops.WaitingStatus("controller not ready: /readyz failing")
+
+
+def test_leader_is_active(ready: CharmKit):
+    # GIVEN everything in place
+    # WHEN the status is computed
+    # THEN the leader is active with no message
+    assert ready.status() == ops.ActiveStatus()
+
+
+def test_non_leader_is_active_standby(ready: CharmKit):
+    # GIVEN a ready deployment whose unit loses leadership
+    ready.harness.set_leader(False)
+    ready.reconcile()
+    # WHEN the status is computed
+    # THEN it is active and says the controller elects its own leader
+    assert ready.status() == ops.ActiveStatus("standby (leader election is the controller's)")
+
+
+def test_ladder_order_trust_before_config(kit: CharmKit):
+    # GIVEN both missing trust and an invalid option
+    kit.kube.list.side_effect = api_error(403)
+    kit.configure(log_level="loud")
+    # WHEN the status is computed
+    # THEN trust wins: it is the higher rung
+    assert kit.status() == ops.BlockedStatus(f"run `juju trust {APP} --scope=cluster`")
+
+
+def test_ladder_order_gateway_before_maas_api(kit: CharmKit):
+    # GIVEN neither gateway nor maas-api
+    kit.reconcile()
+    # WHEN the status is computed
+    # THEN the gateway is reported first
+    status = kit.status()
+    assert isinstance(status, ops.BlockedStatus)
+    assert status.message.startswith("gateway unknown")
+    assert DEFAULT_MAAS_API.image not in status.message
