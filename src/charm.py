@@ -10,7 +10,6 @@ internal CA (``charm_pki``).
 from __future__ import annotations
 
 import datetime
-import hashlib
 import logging
 import shlex
 from collections.abc import Mapping
@@ -19,14 +18,12 @@ from typing import Any, Final, Protocol
 
 import httpx2
 import ops
-from aitenant import contract
 from charmlibs.interfaces.gateway_metadata import GatewayMetadataRequirer
 from charmlibs.interfaces.tls_certificates import (
     CertificateRequestAttributes,
     Mode,
     TLSCertificatesRequiresV4,
 )
-from charms.aitenant_k8s.v0.maas_api import DatabagError, MaasApiAppData, MaasApiRequirer
 from lightkube import Client
 from lightkube.core.exceptions import ApiError, ConfigError
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
@@ -36,6 +33,7 @@ from pydantic import ValidationError
 
 import charm_manifests
 import charm_pki
+from aitenant import contract
 from charm_config import CharmConfig, describe_error
 from charm_flags import (
     ControllerInputs,
@@ -45,6 +43,7 @@ from charm_flags import (
     controller_args,
     resolve_gateway,
 )
+from charms.aitenant_k8s.v0.maas_api import DatabagError, MaasApiAppData, MaasApiRequirer
 
 logger = logging.getLogger(__name__)
 
@@ -216,42 +215,22 @@ class AITenantCharm(ops.CharmBase):
 
     def _reconcile_internal_ca(self, now: datetime.datetime) -> None:
         secret, content = self._read_secret(INTERNAL_CA_LABEL)
-        current = content.get("ca-cert", "")
-        if content.get("ca-key") and not charm_pki.needs_renewal(current, now=now):
-            return
-        ca = charm_pki.generate_ca(f"{self.app.name} internal CA ({self.model.name})", now=now)
-        new = {"ca-cert": ca.cert_pem, "ca-key": ca.key_pem}
-        if current and not charm_pki.is_expired(current, now=now):
-            # Kept in trust bundles until it expires, so certificates it signed stay valid
-            # while they are replaced.
-            new["previous-ca-cert"] = current
-        logger.info("%s the internal CA", "rotating" if current else "creating")
-        if secret is None:
-            self.app.add_secret(new, label=INTERNAL_CA_LABEL, description="aitenant internal CA")
-        else:
-            secret.set_content(new)
+        name = f"{self.app.name} internal CA ({self.model.name})"
+        new = charm_pki.next_ca_content(content, common_name=name, now=now)
+        if new is not None:
+            logger.info("%s the internal CA", "rotating" if content else "creating")
+            self._write_secret(secret, INTERNAL_CA_LABEL, new)
 
     def _reconcile_fallback_webhook_cert(self, now: datetime.datetime) -> None:
         ca = self._internal_ca()
         if ca is None:
             return
         secret, content = self._read_secret(WEBHOOK_CERT_LABEL)
-        cert = content.get("tls-cert", "")
-        dns_names = self._service_dns_names()
-        if (
-            content.get("tls-key")
-            and charm_pki.issued_by(cert, ca.cert_pem)
-            and charm_pki.dns_names(cert) == dns_names
-            and not charm_pki.needs_renewal(cert, now=now)
-        ):
-            return
-        issued = charm_pki.issue_server_certificate(ca, dns_names=dns_names, now=now)
-        new = {"tls-cert": issued.cert_pem, "tls-key": issued.key_pem}
-        logger.info("issuing the webhook certificate from the internal CA")
-        if secret is None:
-            self.app.add_secret(new, label=WEBHOOK_CERT_LABEL, description="webhook certificate")
-        else:
-            secret.set_content(new)
+        names = self._service_dns_names()
+        new = charm_pki.next_server_content(content, ca=ca, names=names, now=now)
+        if new is not None:
+            logger.info("issuing the webhook certificate from the internal CA")
+            self._write_secret(secret, WEBHOOK_CERT_LABEL, new)
 
     def _reconcile_webhook_configuration(self, tls: WebhookTLS) -> None:
         webhook = charm_manifests.construct_webhook_configuration(
@@ -299,7 +278,7 @@ class AITenantCharm(ops.CharmBase):
                             "POD_NAMESPACE": self.model.name,
                             # The controller loads its signing CA at start: a rotated CA
                             # changes this value, so the layer changes and Pebble restarts it.
-                            "AITENANT_CHARM_CA_SHA256": _sha256(ca_cert_pem),
+                            "AITENANT_CHARM_CA_SHA256": charm_pki.fingerprint(ca_cert_pem),
                         },
                         "on-check-failure": {"alive": "restart"},
                     }
@@ -435,20 +414,14 @@ class AITenantCharm(ops.CharmBase):
         except (ops.SecretNotFoundError, ops.ModelError):
             return None, {}
 
-    def _internal_ca(self) -> charm_pki.KeyPair | None:
-        _, content = self._read_secret(INTERNAL_CA_LABEL)
-        if not content.get("ca-cert") or not content.get("ca-key"):
-            return None
-        return charm_pki.KeyPair(content["ca-cert"], content["ca-key"])
+    def _write_secret(self, secret: ops.Secret | None, label: str, content: dict[str, str]) -> None:
+        if secret is None:
+            self.app.add_secret(content, label=label)
+        else:
+            secret.set_content(content)
 
-    def _internal_trust_bundle(self) -> str:
-        _, content = self._read_secret(INTERNAL_CA_LABEL)
-        now = datetime.datetime.now(datetime.UTC)
-        bundle = [content.get("ca-cert", "")]
-        previous = content.get("previous-ca-cert", "")
-        if previous and not charm_pki.is_expired(previous, now=now):
-            bundle.append(previous)
-        return "".join(pem for pem in bundle if pem)
+    def _internal_ca(self) -> charm_pki.KeyPair | None:
+        return charm_pki.ca_from_content(self._read_secret(INTERNAL_CA_LABEL)[1])
 
     def _certificates_related(self) -> bool:
         return self.model.get_relation(CERTIFICATES_RELATION) is not None
@@ -467,12 +440,12 @@ class AITenantCharm(ops.CharmBase):
                 ca_bundle_pem=_join_pem([ca]),
             )
         _, content = self._read_secret(WEBHOOK_CERT_LABEL)
-        if not content.get("tls-cert") or not content.get("tls-key"):
+        cert, key = content.get(charm_pki.TLS_CERT), content.get(charm_pki.TLS_KEY)
+        now = datetime.datetime.now(datetime.UTC)
+        bundle = charm_pki.trust_bundle(self._read_secret(INTERNAL_CA_LABEL)[1], now=now)
+        if not cert or not key or not bundle:
             return None
-        bundle = self._internal_trust_bundle()
-        if not bundle:
-            return None
-        return WebhookTLS(content["tls-cert"], content["tls-key"], bundle)
+        return WebhookTLS(cert_pem=cert, key_pem=key, ca_bundle_pem=bundle)
 
     def _gateway_facts(self) -> GatewayFacts | None:
         metadata = self.gateway.get_metadata()
@@ -505,10 +478,6 @@ class AITenantCharm(ops.CharmBase):
 
 def _join_pem(pems: list[str]) -> str:
     return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
-
-
-def _sha256(text: str) -> str:
-    return hashlib.sha256(text.encode()).hexdigest()
 
 
 class _Definition(Protocol):

@@ -11,9 +11,10 @@ from __future__ import annotations
 import re
 from typing import Literal
 
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
 from aitenant import contract
 from aitenant.settings import parse_duration
-from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")

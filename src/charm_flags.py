@@ -8,9 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
-
 from charm_config import CharmConfig
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 DEFAULT_MAAS_API_PORT = 8443
 

@@ -8,14 +8,10 @@ against the cluster; the loaders only read files shipped with the package.
 
 from __future__ import annotations
 
-import base64
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
 
-import aitenant
-from aitenant import contract
 from lightkube import codecs
 from lightkube.core.resource import Resource
 from lightkube.models.meta_v1 import ObjectMeta
@@ -23,6 +19,10 @@ from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+
+import aitenant
+from aitenant import contract
+from aitenant.webhook.config import render_webhook_configuration
 
 logger = logging.getLogger(__name__)
 
@@ -80,72 +80,21 @@ def construct_webhook_configuration(
 ) -> ValidatingWebhookConfiguration:
     """The ValidatingWebhookConfiguration pointing at the app's Service, with its caBundle.
 
-    The controller package renders it from its template (``aitenant.webhook.config``); until
-    that module is installed, an equivalent is built here so the charm still works.
+    Rendered from the controller package's template, the same one the e2e tests apply.
     """
-    try:
-        from aitenant.webhook.config import (  # pyright: ignore[reportMissingImports]
-            render_webhook_configuration,  # pyright: ignore[reportUnknownVariableType]
-        )
-    except ImportError:
-        body = _fallback_webhook_configuration(
-            name=name,
-            ca_bundle_pem=ca_bundle_pem,
-            service_name=service_name,
-            service_namespace=service_namespace,
-            port=port,
-        )
-    else:
-        body = render_webhook_configuration(
-            name=name,
-            ca_bundle_pem=ca_bundle_pem,
-            service_name=service_name,
-            service_namespace=service_namespace,
-            service_port=port,
-        )
+    body = render_webhook_configuration(
+        name=name,
+        ca_bundle_pem=ca_bundle_pem,
+        service_name=service_name,
+        service_namespace=service_namespace,
+        service_port=port,
+    )
+    metadata = body.setdefault("metadata", {"name": name})
+    metadata["labels"] = {**(metadata.get("labels") or {}), **MANAGED_BY_LABEL}
     obj = codecs.from_dict(body)
     if not isinstance(obj, ValidatingWebhookConfiguration):
         raise TypeError(f"webhook template rendered a {type(obj).__name__}")
-    obj.metadata = obj.metadata or ObjectMeta(name=name)
-    obj.metadata.labels = {**(obj.metadata.labels or {}), **MANAGED_BY_LABEL}
     return obj
-
-
-def _fallback_webhook_configuration(
-    *, name: str, ca_bundle_pem: bytes, service_name: str, service_namespace: str, port: int
-) -> dict[str, Any]:
-    return {
-        "apiVersion": "admissionregistration.k8s.io/v1",
-        "kind": "ValidatingWebhookConfiguration",
-        "metadata": {"name": name},
-        "webhooks": [
-            {
-                "name": contract.WEBHOOK_NAME,
-                "admissionReviewVersions": ["v1"],
-                "sideEffects": "None",
-                "failurePolicy": "Fail",
-                "timeoutSeconds": 10,
-                "clientConfig": {
-                    "caBundle": base64.b64encode(ca_bundle_pem).decode(),
-                    "service": {
-                        "name": service_name,
-                        "namespace": service_namespace,
-                        "port": port,
-                        "path": contract.WEBHOOK_PATH,
-                    },
-                },
-                "rules": [
-                    {
-                        "apiGroups": [contract.GROUP],
-                        "apiVersions": [contract.VERSION],
-                        "operations": ["CREATE", "UPDATE"],
-                        "resources": ["aitenants"],
-                        "scope": "Namespaced",
-                    }
-                ],
-            }
-        ],
-    }
 
 
 def names(objects: Iterable[Resource]) -> list[str]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import datetime
 import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from cryptography import x509
@@ -32,6 +33,13 @@ RENEW_WHEN_REMAINING = 1 / 3
 # Tolerate clock skew between the charm and the API server when a certificate starts.
 _BACKDATE = datetime.timedelta(minutes=5)
 _KEY_SIZE = 2048
+
+# Keys of the Juju secrets holding the CA and the fallback webhook certificate.
+CA_CERT = "ca-cert"
+CA_KEY = "ca-key"
+PREVIOUS_CA_CERT = "previous-ca-cert"
+TLS_CERT = "tls-cert"
+TLS_KEY = "tls-key"
 
 
 @dataclass(frozen=True)
@@ -106,7 +114,7 @@ def issue_server_certificate(
     now: datetime.datetime,
     validity: datetime.timedelta = SERVER_VALIDITY,
 ) -> KeyPair:
-    """A TLS server certificate for ``dns_names`` (the first is the common name), signed by ``ca``."""
+    """A TLS server certificate for ``dns_names`` (the first is the CN), signed by ``ca``."""
     if not dns_names:
         raise ValueError("a server certificate needs at least one DNS name")
     ca_cert = load_certificate(ca.cert_pem)
@@ -217,3 +225,60 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
         f"{service}.{namespace}",
         service,
     ]
+
+
+# --- Secret contents: what to store next ------------------------------------------------
+
+
+def ca_from_content(content: Mapping[str, str]) -> KeyPair | None:
+    """The CA kept in a secret's content, or None when it is incomplete."""
+    if not content.get(CA_CERT) or not content.get(CA_KEY):
+        return None
+    return KeyPair(content[CA_CERT], content[CA_KEY])
+
+
+def next_ca_content(
+    content: Mapping[str, str], *, common_name: str, now: datetime.datetime
+) -> dict[str, str] | None:
+    """New CA secret content when the CA is missing or due for rotation; None to keep it.
+
+    A rotated-out CA that has not expired yet is kept as ``previous-ca-cert``, so trust
+    bundles keep accepting what it signed while those certificates are replaced.
+    """
+    current = content.get(CA_CERT, "")
+    if content.get(CA_KEY) and not needs_renewal(current, now=now):
+        return None
+    ca = generate_ca(common_name, now=now)
+    new = {CA_CERT: ca.cert_pem, CA_KEY: ca.key_pem}
+    if current and not is_expired(current, now=now):
+        new[PREVIOUS_CA_CERT] = current
+    return new
+
+
+def trust_bundle(content: Mapping[str, str], *, now: datetime.datetime) -> str:
+    """The current CA, plus the previous one while it is still valid, as one PEM bundle."""
+    pems = [content.get(CA_CERT, "")]
+    previous = content.get(PREVIOUS_CA_CERT, "")
+    if previous and not is_expired(previous, now=now):
+        pems.append(previous)
+    return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
+
+
+def next_server_content(
+    content: Mapping[str, str], *, ca: KeyPair, names: list[str], now: datetime.datetime
+) -> dict[str, str] | None:
+    """New server-certificate content, or None to keep the current one.
+
+    A new certificate is issued when there is none, when it was signed by another CA (the CA
+    rotated), when it is for other names, or when it is due for renewal.
+    """
+    cert = content.get(TLS_CERT, "")
+    if (
+        content.get(TLS_KEY)
+        and issued_by(cert, ca.cert_pem)
+        and dns_names(cert) == names
+        and not needs_renewal(cert, now=now)
+    ):
+        return None
+    issued = issue_server_certificate(ca, dns_names=names, now=now)
+    return {TLS_CERT: issued.cert_pem, TLS_KEY: issued.key_pem}

@@ -13,15 +13,19 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from aitenant import contract, naming
 from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.infra_namespace import (
     NamespaceSetupError,
     ensure_managed_namespace,
     monitor_managed_namespace,
 )
+from aitenant.reconcilers.revocation import KeyRevoker
+from aitenant.reconcilers.tenant_config import TenantConfigReconciler
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
 from aitenant.runtime import http
 from aitenant.runtime.controller import Controller, Key
@@ -30,7 +34,10 @@ from aitenant.runtime.informer import EventType, Informer, Obj
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.tls import CertReloader
 from aitenant.settings import Settings, SettingsError, load_settings
+from aitenant.webhook import server as webhook_server
+from aitenant.webhook.validators import WebhookPolicy
 
 log = logging.getLogger("aitenant")
 
@@ -94,6 +101,10 @@ class App:
     configs: Informer
     gateways: Informer
     aitenant_controller: Controller
+    config_controller: Controller
+
+    def has_synced(self) -> bool:
+        return self.tenants.synced.is_set()
 
     def tenants_for_gateway(self, namespace: str, name: str) -> list[tuple[str, str]]:
         return [
@@ -112,11 +123,27 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     gateways = Informer(client, Gateway, namespace=settings.gateway_namespace)
 
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
+    finalizer = TenantFinalizer(
+        client=client,
+        settings=settings,
+        events=events,
+        revoker=KeyRevoker(ca_file=settings.maas_api_ca_file),
+    )
     reconciler = AITenantReconciler(
-        client=client, settings=settings, events=events, get_tenant=tenants.get
+        client=client,
+        settings=settings,
+        events=events,
+        get_tenant=tenants.get,
+        finalize=finalizer,
     )
     controller = Controller(
         "aitenant", reconciler.reconcile, metrics=metrics, workers=settings.workers
+    )
+    config_reconciler = TenantConfigReconciler(
+        client=client, settings=settings, get_config=configs.get
+    )
+    config_controller = Controller(
+        "maastenantconfig", config_reconciler.reconcile, metrics=metrics, workers=settings.workers
     )
 
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -127,6 +154,9 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
         if (key := config_owner(new)) is not None:
             controller.enqueue(key)
+        meta = new["metadata"]
+        if event != "DELETED" and meta.get("deletionTimestamp"):
+            config_controller.enqueue(Key(meta["namespace"], meta["name"]))
 
     def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
         if (
@@ -151,7 +181,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     manager = Manager(
         informers=[tenants, configs, gateways],
         required_informers=[tenants, configs],
-        controllers=[controller],
+        controllers=[controller, config_controller],
         elector=elector,
         leader_runnables=[
             lambda: monitor_managed_namespace(
@@ -161,7 +191,17 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             )
         ],
     )
-    app = App(settings, client, metrics, manager, tenants, configs, gateways, controller)
+    app = App(
+        settings,
+        client,
+        metrics,
+        manager,
+        tenants,
+        configs,
+        gateways,
+        controller,
+        config_controller,
+    )
     checks: list[http.ReadyCheck] = [manager.ready_problem]
     if settings.health_port:
         manager.servers.append(
@@ -173,7 +213,29 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
                 http.metrics_app(metrics), settings.bind_address, settings.metrics_port
             )
         )
+    if settings.webhook_port and settings.webhook_cert_dir:
+        manager.servers.append(lambda: start_webhook(settings, app))
     return app
+
+
+async def start_webhook(settings: Settings, app: App) -> web.AppRunner:
+    """HTTPS admission webhook; its certificate is reloaded in place when the files change."""
+    assert settings.webhook_cert_dir is not None
+    reloader = CertReloader(settings.webhook_cert_dir)
+    policy = WebhookPolicy(
+        aitenant_namespace=settings.aitenant_namespace,
+        gateway_namespace=settings.gateway_namespace,
+    )
+    webhook = webhook_server.build_app(policy=policy, index=app)
+
+    async def stop_reloader(_: web.Application) -> None:
+        await reloader.stop()
+
+    webhook.on_cleanup.append(stop_reloader)
+    await reloader.start()
+    return await webhook_server.serve(
+        webhook, host=settings.bind_address, port=settings.webhook_port, reloader=reloader
+    )
 
 
 async def run(settings: Settings) -> int:

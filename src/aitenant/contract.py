@@ -55,6 +55,9 @@ ANNOTATION_DEFAULT_BOOTSTRAPPED: Final = "maas.opendatahub.io/default-aitenant-b
 ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
 ANNOTATION_OPENDATAHUB_MANAGED: Final = "opendatahub.io/managed"
 
+# Opt-out annotation value on objects the controller must leave alone.
+UNMANAGED_VALUE: Final = "false"
+
 # Conditions
 CONDITION_READY: Final = "Ready"
 CONDITION_DEGRADED: Final = "Degraded"
@@ -84,6 +87,8 @@ class Reason:
     DELETION_BLOCKED: Final = "DeletionBlocked"
     CLEANUP_FORCED: Final = "CleanupForced"
     INFRA_NAMESPACE_LABEL_FAILED: Final = "InfraNamespaceLabelFailed"  # Degraded
+    REVOKED: Final = "Revoked"  # APIKeysRevoked (decision D2)
+    CLEANUP_FORCED_EVENT: Final = "AITenantCleanupForced"  # Warning Event only
 
 
 class Message:
@@ -94,6 +99,15 @@ class Message:
     CONFIG_NOT_READY: Final = "waiting for MaasTenantConfig to report Ready"
     RECONCILED: Final = "AITenant bootstrap resources are reconciled"
     DELETION_IN_PROGRESS: Final = "AITenant deletion cleanup is in progress"
+    API_KEYS_REVOKED: Final = "Tenant API keys were revoked (revokedCount={count})"
+    CLEANUP_FORCED: Final = (
+        "Deletion timeout ({timeout}) reached; cleanup finalizer removed without successful "
+        "cleanup — API keys may still exist"
+    )
+    CLEANUP_FORCED_EVENT: Final = (
+        "Deletion timeout ({timeout}) reached for AITenant {namespace}/{name}; cleanup finalizer "
+        "removed without successful cleanup — API keys may still exist"
+    )
 
 
 # Labels the controller stamps on the AITenant infrastructure namespace it creates.

@@ -22,6 +22,12 @@ LegacyTenant = create_namespaced_resource(contract.GROUP, contract.VERSION, "Ten
 Config = create_global_resource(contract.GROUP, contract.VERSION, "Config", "configs")
 Gateway = create_namespaced_resource("gateway.networking.k8s.io", "v1", "Gateway", "gateways")
 GatewayAuthPolicy = create_namespaced_resource("kuadrant.io", "v1", "AuthPolicy", "authpolicies")
+MaaSSubscription = create_namespaced_resource(
+    contract.GROUP, contract.VERSION, "MaaSSubscription", "maassubscriptions"
+)
+MaaSAuthPolicy = create_namespaced_resource(
+    contract.GROUP, contract.VERSION, "MaaSAuthPolicy", "maasauthpolicies"
+)
 
 Obj = dict[str, Any]
 

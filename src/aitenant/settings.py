@@ -45,7 +45,7 @@ def parse_duration(text: str) -> float:
     if value in ("0", "+0", "-0"):
         return 0.0
     sign = 1.0
-    if value[:1] in "+-":
+    if value[:1] in ("+", "-"):
         sign = -1.0 if value[0] == "-" else 1.0
         value = value[1:]
     if not value:

@@ -14,14 +14,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
 
 from aitenant.app import App, build_app, instrument
+from aitenant.resources import AITenant
 from aitenant.runtime.controller import Key
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
 from aitenant.testing import samples
 from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.maas_api import FakeMaasApi
 
 AITENANT_NS = "ai-tenants"
 GATEWAY_NS = "gateways"
@@ -49,8 +51,20 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
     await client.close()
 
 
-def e2e_settings(**overrides: Any) -> Settings:
+@pytest.fixture(scope="session")
+async def maas_api(cluster: LocalCluster) -> AsyncIterator[FakeMaasApi]:
+    assert cluster.workdir is not None
+    api = FakeMaasApi(cluster.workdir / "maas-api")
+    await api.start()
+    yield api
+    await api.stop()
+
+
+def e2e_settings(maas_api: FakeMaasApi, **overrides: Any) -> Settings:
     values: dict[str, Any] = {
+        "maas_api_url_template": maas_api.url_template,
+        "maas_api_ca_file": maas_api.ca_file,
+        "enable_tenant_namespace_discovery": True,
         "aitenant_namespace": AITENANT_NS,
         "gateway_namespace": GATEWAY_NS,
         "gateway_name": "maas-default-gateway",
@@ -104,8 +118,10 @@ class RunningController:
 
 
 @pytest.fixture(scope="session")
-async def controller(cluster: LocalCluster, kube: AsyncClient) -> AsyncIterator[RunningController]:
-    running = RunningController(cluster, e2e_settings())
+async def controller(
+    cluster: LocalCluster, kube: AsyncClient, maas_api: FakeMaasApi
+) -> AsyncIterator[RunningController]:
+    running = RunningController(cluster, e2e_settings(maas_api))
     await running.start()
     simulator = asyncio.create_task(samples.simulate_platform_readiness(kube))
     yield running
@@ -147,3 +163,44 @@ async def eventually(
         if loop.time() > deadline:
             raise AssertionError(f"condition not met within {timeout}s: {last!r}")
         await asyncio.sleep(interval)
+
+
+Names = Callable[[str], str]
+
+
+async def get_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
+    return dict(await kube.get(AITenant, name, namespace=AITENANT_NS))
+
+
+def ready(obj: dict[str, Any]) -> dict[str, Any]:
+    for cond in (obj.get("status") or {}).get("conditions") or []:
+        if cond["type"] == "Ready":
+            return cond
+    return {}
+
+
+async def wait_phase(
+    kube: AsyncClient, name: str, phase: str, reason: str | None = None, timeout: float = 15
+) -> dict[str, Any]:
+    async def check() -> dict[str, Any] | None:
+        obj = await get_tenant(kube, name)
+        status = obj.get("status") or {}
+        if status.get("phase") == phase and (reason is None or ready(obj).get("reason") == reason):
+            return obj
+        return None
+
+    return await eventually(check, timeout=timeout)
+
+
+async def make_tenant(
+    kube: AsyncClient, name: str, *, gateway_name: str | None = None, **kwargs: Any
+) -> None:
+    gw = gateway_name or name
+    try:
+        await samples.create_gateway(kube, samples.gateway(gw, GATEWAY_NS))
+    except ApiError as exc:
+        if exc.status.code != 409:
+            raise
+    await samples.create_aitenant(
+        kube, samples.aitenant(name, AITENANT_NS, gateway_name=gateway_name, **kwargs)
+    )

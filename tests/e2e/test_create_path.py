@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -24,51 +23,16 @@ from .conftest import (
     GATEWAY_NS,
     INFRA_NS,
     SUBSCRIPTION_NS,
+    Names,
     RunningController,
     eventually,
+    get_tenant,
+    make_tenant,
+    ready,
+    wait_phase,
 )
 
 pytestmark = pytest.mark.e2e
-
-Names = Callable[[str], str]
-
-
-async def get_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
-    return dict(await kube.get(AITenant, name, namespace=AITENANT_NS))
-
-
-def ready(obj: dict[str, Any]) -> dict[str, Any]:
-    for cond in (obj.get("status") or {}).get("conditions") or []:
-        if cond["type"] == "Ready":
-            return cond
-    return {}
-
-
-async def wait_phase(
-    kube: AsyncClient, name: str, phase: str, reason: str | None = None, timeout: float = 15
-) -> dict[str, Any]:
-    async def check() -> dict[str, Any] | None:
-        obj = await get_tenant(kube, name)
-        status = obj.get("status") or {}
-        if status.get("phase") == phase and (reason is None or ready(obj).get("reason") == reason):
-            return obj
-        return None
-
-    return await eventually(check, timeout=timeout)
-
-
-async def make_tenant(
-    kube: AsyncClient, name: str, *, gateway_name: str | None = None, **kwargs: Any
-) -> None:
-    gw = gateway_name or name
-    try:
-        await samples.create_gateway(kube, samples.gateway(gw, GATEWAY_NS))
-    except ApiError as exc:
-        if exc.status.code != 409:
-            raise
-    await samples.create_aitenant(
-        kube, samples.aitenant(name, AITENANT_NS, gateway_name=gateway_name, **kwargs)
-    )
 
 
 async def test_happy_path_reaches_active_with_every_child(
@@ -333,12 +297,12 @@ async def test_gateway_retarget_moves_the_claim(
     [
         (
             "default",
-            'AITenant default/{name} must be created in the configured AITenant infrastructure '
+            "AITenant default/{name} must be created in the configured AITenant infrastructure "
             'namespace "ai-tenants"',
         ),
         (
             INFRA_NS,
-            f'AITenant {INFRA_NS}/{{name}} must not be created in the protected application '
+            f"AITenant {INFRA_NS}/{{name}} must not be created in the protected application "
             f'namespace "{INFRA_NS}"',
         ),
         (
@@ -410,7 +374,9 @@ async def test_spec_rbac_admins_creates_no_rolebinding(
     )
     await wait_phase(kube, name, "Active")
     for namespace in (tns, AITENANT_NS):
-        names = [b.metadata.name async for b in kube.list(RoleBinding, namespace=namespace) if b.metadata]
+        names = [
+            b.metadata.name async for b in kube.list(RoleBinding, namespace=namespace) if b.metadata
+        ]
         assert not any(n and name in n for n in names)
 
 

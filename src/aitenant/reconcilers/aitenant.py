@@ -52,6 +52,8 @@ REQUEUE_NAMESPACE_PENDING = 1.0
 
 WARNING_PHASES = {contract.PHASE_FAILED}
 WARNING_REASONS = {Reason.DELETION_BLOCKED}
+# Reasons announced by an Event of their own (upstream's AITenantCleanupForced).
+SILENT_REASONS = {Reason.CLEANUP_FORCED}
 
 Finalize = Callable[[AITenantView, "StatusWriter"], Awaitable[Result]]
 
@@ -83,6 +85,42 @@ def object_admin_rules(name: str) -> list[PolicyRule]:
     ]
 
 
+def check_placement(tenant: AITenantView, settings: Settings) -> str:
+    """The derived tenant namespace, or StepFailed(InvalidPlacement) with upstream's message."""
+    s = settings
+    ref = f"AITenant {tenant.namespace}/{tenant.name}"
+    app = s.app_namespace
+    subscription = s.maas_subscription_namespace
+    tns = naming.tenant_namespace_for(tenant.name, subscription)
+    problem = None
+    if app and tenant.namespace == app:
+        problem = f'{ref} must not be created in the protected application namespace "{app}"'
+    elif subscription and tenant.namespace == subscription:
+        problem = (
+            f"{ref} must be created in a separate infra namespace, not the tenant namespace "
+            f'"{subscription}"'
+        )
+    elif tenant.namespace != s.aitenant_namespace:
+        problem = (
+            f"{ref} must be created in the configured AITenant infrastructure namespace "
+            f'"{s.aitenant_namespace}"'
+        )
+    elif tns == tenant.namespace:
+        problem = (
+            "derived tenant namespace must be different from the AITenant infra namespace "
+            f'"{tenant.namespace}"'
+        )
+    elif app and tns == app:
+        problem = (
+            f'derived tenant namespace must not be the protected application namespace "{app}"'
+        )
+    elif errors := naming.dns1123_label_errors(tns):
+        problem = f'derived tenant namespace "{tns}" is invalid: {"; ".join(errors)}'
+    if problem:
+        raise StepFailed(Reason.INVALID_PLACEMENT, problem, requeue_after=None)
+    return tns
+
+
 class StatusWriter:
     """Holds the status as last written and writes the whole status only when it differs.
 
@@ -102,22 +140,38 @@ class StatusWriter:
     def set_phase(self, phase: str, reason: str, message: str) -> None:
         conditions.set_phase(self.status, phase, reason, message, self.generation)
 
+    async def _replace_status(self, body: Obj) -> Obj:
+        meta = body["metadata"]
+        updated = await self.client.replace(
+            AITenant.Status.from_dict(body),  # pyright: ignore[reportArgumentType]
+            meta["name"],
+            namespace=meta["namespace"],
+        )
+        return dict(updated)
+
     async def flush(self) -> bool:
         if self.status == self.written:
             return False
         body = dict(self.obj)
         body["status"] = self.status
         meta = self.obj["metadata"]
-        updated = await self.client.replace(
-            AITenant.Status.from_dict(body),  # pyright: ignore[reportArgumentType]
-            meta["name"],
-            namespace=meta["namespace"],
-        )
+        try:
+            updated = await self._replace_status(body)
+        except ApiError as exc:
+            if not is_conflict(exc):
+                raise
+            # Our cached copy was stale (often our own previous write not yet seen by the
+            # informer). The whole status is ours, so write it over the latest object.
+            latest = dict(
+                await self.client.get(AITenant, meta["name"], namespace=meta["namespace"])
+            )
+            latest["status"] = self.status
+            updated = await self._replace_status(latest)
         before = (self.written.get("phase"), conditions.ready_reason(self.written))
         after = (self.status.get("phase"), conditions.ready_reason(self.status))
-        self.obj = dict(updated)
+        self.obj = updated
         self.written = conditions.snapshot(self.status)
-        if after != before and after[1] is not None:
+        if after != before and after[1] is not None and after[1] not in SILENT_REASONS:
             phase, reason = after
             type_ = "Warning" if phase in WARNING_PHASES or reason in WARNING_REASONS else "Normal"
             cond = conditions.find_condition(self.status, contract.CONDITION_READY) or {}
@@ -193,7 +247,7 @@ class AITenantReconciler:
         return result
 
     async def _reconcile_live(self, tenant: AITenantView, status: StatusWriter) -> Result:
-        tenant_namespace = self.check_placement(tenant)
+        tenant_namespace = check_placement(tenant, self.settings)
         gw_namespace, gw_name = naming.gateway_ref_for(tenant.obj, self.settings.gateway_namespace)
         ctx = TenantContext(tenant, tenant_namespace, gw_namespace, gw_name)
         await self.persist_platform_context(ctx, status)
@@ -232,41 +286,6 @@ class AITenantReconciler:
             AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
         )
         return dict(updated)
-
-    def check_placement(self, tenant: AITenantView) -> str:
-        """The derived tenant namespace, or StepFailed(InvalidPlacement) with upstream's message."""
-        s = self.settings
-        ref = f"AITenant {tenant.namespace}/{tenant.name}"
-        app = s.app_namespace
-        subscription = s.maas_subscription_namespace
-        tns = naming.tenant_namespace_for(tenant.name, subscription)
-        problem = None
-        if app and tenant.namespace == app:
-            problem = f'{ref} must not be created in the protected application namespace "{app}"'
-        elif subscription and tenant.namespace == subscription:
-            problem = (
-                f"{ref} must be created in a separate infra namespace, not the tenant namespace "
-                f'"{subscription}"'
-            )
-        elif tenant.namespace != s.aitenant_namespace:
-            problem = (
-                f"{ref} must be created in the configured AITenant infrastructure namespace "
-                f'"{s.aitenant_namespace}"'
-            )
-        elif tns == tenant.namespace:
-            problem = (
-                "derived tenant namespace must be different from the AITenant infra namespace "
-                f'"{tenant.namespace}"'
-            )
-        elif app and tns == app:
-            problem = (
-                f'derived tenant namespace must not be the protected application namespace "{app}"'
-            )
-        elif errors := naming.dns1123_label_errors(tns):
-            problem = f'derived tenant namespace "{tns}" is invalid: {"; ".join(errors)}'
-        if problem:
-            raise StepFailed(Reason.INVALID_PLACEMENT, problem, requeue_after=None)
-        return tns
 
     async def persist_platform_context(self, ctx: TenantContext, status: StatusWriter) -> None:
         """status.gatewayRef is what the platform reconciler reads: write it before children."""

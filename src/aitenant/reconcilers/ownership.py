@@ -78,3 +78,21 @@ def metadata_patch(
     if add := missing_metadata(annotations, want_annotations):
         meta["annotations"] = add
     return {"metadata": meta} if meta else None
+
+
+def release_patch(
+    labels: Mapping[str, str] | None,
+    annotations: Mapping[str, str] | None,
+    ours_labels: Mapping[str, str],
+    ours_annotations: Mapping[str, str],
+) -> dict[str, Any] | None:
+    """A merge patch removing each key only while it still holds the value we set."""
+    meta: dict[str, Any] = {}
+    for field, current, ours in (
+        ("labels", labels or {}, ours_labels),
+        ("annotations", annotations or {}, ours_annotations),
+    ):
+        drop = {k: None for k, v in ours.items() if current.get(k) == v}
+        if drop:
+            meta[field] = drop
+    return {"metadata": meta} if meta else None

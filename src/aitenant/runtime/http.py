@@ -42,12 +42,3 @@ async def serve(app: web.Application, host: str, port: int, **kwargs: object) ->
     site = web.TCPSite(runner, host, port, **kwargs)  # type: ignore[arg-type]
     await site.start()
     return runner
-
-
-def bound_port(runner: web.AppRunner) -> int:
-    """The port actually bound (useful when asked for port 0)."""
-    for site in runner.sites:
-        server = getattr(site, "_server", None)
-        if server is not None and server.sockets:
-            return int(server.sockets[0].getsockname()[1])
-    raise RuntimeError("runner has no bound socket")

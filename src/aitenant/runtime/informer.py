@@ -145,7 +145,7 @@ class Informer:
     async def run(self) -> None:
         """List and watch until cancelled."""
         version = ""
-        backoff = 0.5
+        backoff = initial = min(0.5, self.max_backoff)
         need_list = True
         while True:
             try:
@@ -165,7 +165,7 @@ class Informer:
                     version = data["metadata"].get("resourceVersion", version)
                     if event in ("ADDED", "MODIFIED", "DELETED"):
                         self._apply(event, data)
-                    backoff = 0.5
+                    backoff = initial
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:

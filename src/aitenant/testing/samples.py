@@ -7,7 +7,7 @@ import contextlib
 import logging
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import yaml
 from lightkube import ApiError, AsyncClient
@@ -39,7 +39,7 @@ async def install_crds(client: AsyncClient, folders: Iterable[Path], timeout: fl
     """Server-side apply every CRD in ``folders`` and wait until each is Established."""
     names = []
     for doc in crd_documents(*folders):
-        crd = CustomResourceDefinition.from_dict(doc)
+        crd = cast(CustomResourceDefinition, CustomResourceDefinition.from_dict(doc))
         await client.apply(crd, field_manager="aitenant-tests", force=True)
         names.append(doc["metadata"]["name"])
     loop = asyncio.get_running_loop()
@@ -139,10 +139,11 @@ async def simulate_platform_readiness(client: AsyncClient) -> None:
 
     Stands in for the platform reconciler (a separate issue) in the demo and benchmarks.
     """
-    selector = {contract.LABEL_MANAGED_BY_AITENANT: "true"}
     while True:
         try:
-            async for _, obj in client.watch(MaasTenantConfig, namespace="*", labels=selector):
+            async for _, obj in client.watch(
+                MaasTenantConfig, namespace="*", labels={contract.LABEL_MANAGED_BY_AITENANT: "true"}
+            ):
                 meta = obj["metadata"]
                 if meta.get("deletionTimestamp"):
                     continue

@@ -14,13 +14,13 @@ from unittest.mock import MagicMock
 import httpx2
 import ops
 from charmlibs.interfaces.gateway_metadata import GatewayMetadata
-from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 from lightkube.core.exceptions import ApiError
 from ops import testing
 
 import charm
 import charm_pki
 from charm import AITenantCharm
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 APP = "aitenant-k8s"
 MODEL = "maas"

@@ -145,3 +145,56 @@ def test_fingerprint_is_stable_and_distinct():
     # THEN each has one fingerprint, different from the other's
     assert charm_pki.fingerprint(a.cert_pem) == charm_pki.fingerprint(a.cert_pem)
     assert charm_pki.fingerprint(a.cert_pem) != charm_pki.fingerprint(b.cert_pem)
+
+
+def test_next_ca_content_creates_keeps_and_rotates():
+    # GIVEN no CA, a fresh CA, and a CA near expiry
+    fresh = charm_pki.next_ca_content({}, common_name="ca", now=NOW)
+    assert fresh is not None
+    old = near_expiry_ca(NOW)
+    old_content = {charm_pki.CA_CERT: old.cert_pem, charm_pki.CA_KEY: old.key_pem}
+    # WHEN we ask what to store next
+    keep = charm_pki.next_ca_content(fresh, common_name="ca", now=NOW)
+    rotated = charm_pki.next_ca_content(old_content, common_name="ca", now=NOW)
+    # THEN a fresh CA is kept, an old one is replaced and remembered as the previous CA
+    assert keep is None
+    assert rotated is not None
+    assert rotated[charm_pki.CA_CERT] != old.cert_pem
+    assert rotated[charm_pki.PREVIOUS_CA_CERT] == old.cert_pem
+
+
+def test_trust_bundle_drops_an_expired_previous_ca():
+    # GIVEN a current CA and a previous CA that has expired
+    current = charm_pki.generate_ca("current", now=NOW)
+    expired = charm_pki.generate_ca(
+        "expired", now=NOW - datetime.timedelta(days=400), validity=datetime.timedelta(days=365)
+    )
+    content = {
+        charm_pki.CA_CERT: current.cert_pem,
+        charm_pki.CA_KEY: current.key_pem,
+        charm_pki.PREVIOUS_CA_CERT: expired.cert_pem,
+    }
+    # WHEN the trust bundle is built
+    bundle = charm_pki.trust_bundle(content, now=NOW)
+    # THEN only the current CA is trusted
+    assert bundle.strip() == current.cert_pem.strip()
+
+
+def test_next_server_content_follows_ca_and_names():
+    # GIVEN a server certificate issued for some names by a CA
+    ca = charm_pki.generate_ca("ca", now=NOW)
+    names = charm_pki.service_dns_names("app", "model")
+    first = charm_pki.next_server_content({}, ca=ca, names=names, now=NOW)
+    assert first is not None
+    # WHEN nothing changed, the CA changed, or the names changed
+    same = charm_pki.next_server_content(first, ca=ca, names=names, now=NOW)
+    other_ca = charm_pki.generate_ca("other", now=NOW)
+    new_ca = charm_pki.next_server_content(first, ca=other_ca, names=names, now=NOW)
+    renamed = charm_pki.next_server_content(
+        first, ca=ca, names=charm_pki.service_dns_names("app2", "model"), now=NOW
+    )
+    # THEN it is kept only when nothing changed
+    assert same is None
+    assert new_ca is not None
+    assert charm_pki.issued_by(new_ca[charm_pki.TLS_CERT], other_ca.cert_pem)
+    assert renamed is not None

@@ -9,7 +9,6 @@ from typing import cast
 from unittest.mock import MagicMock
 
 import pytest
-from aitenant import contract
 from charm_kit import APP, MODEL, CharmKit, api_error
 from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
@@ -19,6 +18,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBi
 import charm
 import charm_manifests
 import charm_pki
+from aitenant import contract
 
 SHIPPED_CRDS = charm_manifests.load_crds()
 
@@ -96,7 +96,8 @@ def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: Char
     assert webhook.webhooks
     [hook] = webhook.webhooks
     # THEN it calls the app's Service on 9443 at the AITenant path and trusts the CA
-    assert webhook.metadata and webhook.metadata.name == f"{MODEL}-{APP}"
+    assert webhook.metadata
+    assert webhook.metadata.name == f"{MODEL}-{APP}"
     assert hook.name == contract.WEBHOOK_NAME
     service = hook.clientConfig.service
     assert service is not None
@@ -208,3 +209,17 @@ def test_crds_reapplied_never_deleted_on_other_events(ready: CharmKit, event: st
 
 def _first_csr(raw: str) -> str:
     return json.loads(raw)[0]["certificate_signing_request"]
+
+
+def test_removing_the_certificates_relation_falls_back_to_the_internal_ca(kit: CharmKit):
+    # GIVEN a certificates relation that never issued a certificate
+    relation_id = kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
+    kit.make_ready()
+    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    # WHEN the relation is removed
+    kit.harness.remove_relation(relation_id)
+    # THEN the leader issues the webhook certificate from its CA and the controller starts
+    ca = kit.secret(charm.INTERNAL_CA_LABEL)["ca-cert"]
+    assert charm_pki.issued_by(kit.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt"), ca)
+    assert ca in _ca_bundle(_webhook(kit))
+    assert charm.SERVICE in kit.harness.get_container_pebble_plan(charm.CONTAINER).services

@@ -8,17 +8,19 @@ from unittest.mock import MagicMock, patch
 
 import ops
 import pytest
-from aitenant.settings import load_settings
 from charm_kit import DEFAULT_MAAS_API, MODEL, CharmKit
-from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 import charm
+from aitenant.settings import load_settings
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 
 @pytest.fixture
 def replan_spy() -> Iterator[MagicMock]:
     """Count Container.replan calls while still running the real method."""
-    with patch.object(ops.Container, "replan", autospec=True, side_effect=ops.Container.replan) as spy:
+    with patch.object(
+        ops.Container, "replan", autospec=True, side_effect=ops.Container.replan
+    ) as spy:
         yield spy
 
 
@@ -77,7 +79,9 @@ def test_config_beats_relation_data(kit: CharmKit):
     kit.integrate_gateway(namespace="from-relation", name="relation-gw")
     kit.integrate_maas_api()
     # AND config options that name others
-    kit.configure(gateway_namespace="from-config", gateway_name="config-gw", infra_namespace="infra")
+    kit.configure(
+        gateway_namespace="from-config", gateway_name="config-gw", infra_namespace="infra"
+    )
     # WHEN the charm reconciles
     kit.reconcile()
     # THEN the non-empty config options win
@@ -107,7 +111,9 @@ def test_maas_api_port_sets_the_url_template(kit: CharmKit):
     kit.reconcile()
     # THEN the revocation URL template uses that port and keeps the placeholders
     template = kit.flags()["maas-api-url-template"]
-    assert template == "https://{service}.{namespace}.svc:9000/internal/v1/tenants/{tenant}/api-keys"
+    assert (
+        template == "https://{service}.{namespace}.svc:9000/internal/v1/tenants/{tenant}/api-keys"
+    )
 
 
 def test_command_is_accepted_by_the_controller_settings(ready: CharmKit):

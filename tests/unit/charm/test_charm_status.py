@@ -221,3 +221,15 @@ def test_ladder_order_gateway_before_maas_api(kit: CharmKit):
     assert isinstance(status, ops.BlockedStatus)
     assert status.message.startswith("gateway unknown")
     assert DEFAULT_MAAS_API.image not in status.message
+
+
+def test_gateway_relation_removed_blocks_again(ready: CharmKit):
+    # GIVEN an active deployment whose gateway comes from the relation
+    relation = ready.harness.model.get_relation(charm.GATEWAY_RELATION)
+    assert relation is not None
+    # WHEN the gateway relation is removed
+    ready.harness.remove_relation(relation.id)
+    # THEN the unit is blocked on the gateway again
+    status = ready.status()
+    assert isinstance(status, ops.BlockedStatus)
+    assert status.message.startswith("gateway unknown")

@@ -97,9 +97,7 @@ class MaasApiAppData(BaseModel):
     infra_namespace: str = Field(
         min_length=1, max_length=63, pattern=_DNS_LABEL, description="namespace of maas-api"
     )
-    service_name: str = Field(
-        default="maas-api", min_length=1, max_length=63, pattern=_DNS_LABEL
-    )
+    service_name: str = Field(default="maas-api", min_length=1, max_length=63, pattern=_DNS_LABEL)
     service_port: int = Field(default=8443, ge=1, le=65535)
     db_secret: str = Field(
         default="maas-db-config", min_length=1, max_length=253, description="DB Secret name"

@@ -1,0 +1,230 @@
+"""Create-to-Ready benchmark on the local control plane. Prints figures; never fails on a time.
+
+1. 50 AITenants created one after another: create-to-Ready latency p50/p99.
+2. 200 AITenants created at once: time until all are Ready.
+3. API requests per tenant by verb (from the controller's own /metrics).
+4. Writes during a forced resync of every Active tenant (the controller is restarted, relists
+   and reconciles all of them).
+5. The controller's peak RSS (VmHWM of its process).
+
+MaasTenantConfig readiness is simulated in this process, as the platform reconciler would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+from lightkube import AsyncClient, KubeConfig
+
+from aitenant.resources import AITenant
+from aitenant.testing import samples
+from aitenant.testing.cluster import LocalCluster, free_port
+
+GATEWAY_NS = "gateways"
+INFRA_NS = "aitenant-system"
+AITENANT_NS = "ai-tenants"
+WRITES = ("CREATE", "UPDATE", "PATCH", "DELETE")
+
+
+class Controller:
+    def __init__(self, kubeconfig: Path, log: Path) -> None:
+        self.kubeconfig = kubeconfig
+        self.log = log
+        self.metrics_port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        with self.log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "aitenant",
+                    "--kubeconfig",
+                    str(self.kubeconfig),
+                    "--gateway-namespace",
+                    GATEWAY_NS,
+                    "--controller-namespace",
+                    INFRA_NS,
+                    "--enable-tenant-namespace-discovery",
+                    "--manage-default-tenant=false",
+                    "--webhook-port=0",
+                    "--health-port=0",
+                    "--bind-address=127.0.0.1",
+                    f"--metrics-port={self.metrics_port}",
+                    "--log-level=warning",
+                ],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def stop(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+            self.proc.wait(timeout=20)
+
+    def peak_rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def metrics(self) -> dict[str, float]:
+        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
+        for _ in range(100):
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    text = resp.read().decode()
+                break
+            except OSError:
+                time.sleep(0.1)
+        else:
+            raise RuntimeError("metrics endpoint did not answer")
+        values: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("#") or " " not in line:
+                continue
+            name, value = line.rsplit(" ", 1)
+            values[name] = float(value)
+        return values
+
+
+def api_by_verb(metrics: dict[str, float]) -> dict[str, float]:
+    totals: dict[str, float] = {}
+    for name, value in metrics.items():
+        if name.startswith("aitenant_api_requests_total{"):
+            verb = name.split('verb="')[1].split('"')[0]
+            totals[verb] = totals.get(verb, 0) + value
+    return totals
+
+
+def reconciles(metrics: dict[str, float]) -> float:
+    prefix = 'aitenant_reconcile_total{controller="aitenant"'
+    return sum(v for k, v in metrics.items() if k.startswith(prefix))
+
+
+async def wait_ready(client: AsyncClient, names: set[str], timeout: float) -> dict[str, float]:
+    """Return the monotonic time each tenant was first seen Ready (watching, not polling)."""
+    seen: dict[str, float] = {}
+
+    async def watch() -> None:
+        async for _, obj in client.watch(AITenant, namespace=AITENANT_NS):
+            name = obj["metadata"]["name"]
+            conds = (obj.get("status") or {}).get("conditions") or []
+            if (
+                name in names
+                and name not in seen
+                and any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+            ):
+                seen[name] = time.monotonic()
+                if len(seen) == len(names):
+                    return
+
+    await asyncio.wait_for(watch(), timeout)
+    return seen
+
+
+async def run(sequential: int, burst: int) -> None:
+    with LocalCluster() as cluster:
+        assert cluster.workdir is not None
+        client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
+        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        for ns in (GATEWAY_NS, INFRA_NS):
+            await samples.ensure_namespace(client, ns)
+        controller = Controller(cluster.kubeconfig, cluster.workdir / "controller.log")
+        controller.start()
+        simulator = asyncio.create_task(samples.simulate_platform_readiness(client))
+        try:
+            controller.metrics()  # wait until it serves
+            before = api_by_verb(controller.metrics())
+
+            latencies = []
+            for i in range(sequential):
+                name = f"seq-{i}"
+                await samples.create_gateway(client, samples.gateway(name, GATEWAY_NS))
+                waiter = asyncio.create_task(wait_ready(client, {name}, 30))
+                await asyncio.sleep(0)
+                started = time.monotonic()
+                await samples.create_aitenant(client, samples.aitenant(name, AITENANT_NS))
+                ready_at = (await waiter)[name]
+                latencies.append(ready_at - started)
+            latencies.sort()
+            p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+            print(
+                f"sequential: {sequential} tenants, create-to-Ready p50 "
+                f"{statistics.median(latencies) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
+                f"max {latencies[-1] * 1000:.0f} ms"
+            )
+
+            names = {f"burst-{i}" for i in range(burst)}
+            await asyncio.gather(
+                *(samples.create_gateway(client, samples.gateway(n, GATEWAY_NS)) for n in names)
+            )
+            waiter = asyncio.create_task(wait_ready(client, names, 300))
+            await asyncio.sleep(0)
+            started = time.monotonic()
+            await asyncio.gather(
+                *(samples.create_aitenant(client, samples.aitenant(n, AITENANT_NS)) for n in names)
+            )
+            seen = await waiter
+            print(
+                f"burst: {burst} tenants created at once, all Ready after "
+                f"{max(seen.values()) - started:.1f} s"
+            )
+
+            after = api_by_verb(controller.metrics())
+            total = sequential + burst
+            per_tenant = {
+                verb: (after.get(verb, 0) - before.get(verb, 0)) / total
+                for verb in sorted(set(after) | set(before))
+            }
+            print(
+                "API requests per tenant: "
+                + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
+            )
+            print(f"controller peak RSS after {total} tenants: {controller.peak_rss_mb():.0f} MB")
+
+            # Forced resync: restart; the new process relists and reconciles every tenant.
+            controller.stop()
+            controller.start()
+            deadline = time.monotonic() + 120
+            metrics = controller.metrics()
+            while reconciles(metrics) < total and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+                metrics = controller.metrics()
+            await asyncio.sleep(1.0)
+            metrics = controller.metrics()
+            verbs = api_by_verb(metrics)
+            writes = sum(verbs.get(v, 0) for v in WRITES)
+            print(
+                f"resync of {total} Active tenants: {reconciles(metrics):.0f} reconciles, "
+                f"{writes:.0f} writes, {verbs.get('GET', 0) / total:.1f} GETs per tenant; "
+                f"peak RSS {controller.peak_rss_mb():.0f} MB"
+            )
+        finally:
+            simulator.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await simulator
+            controller.stop()
+            await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--sequential", type=int, default=50)
+    parser.add_argument("--burst", type=int, default=200)
+    args = parser.parse_args()
+    asyncio.run(run(args.sequential, args.burst))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,382 @@
+"""AITenant deletion (upstream-behaviour.md §5, decisions D2 and D8).
+
+Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
+
+0. deletion timeout reached → ``force_cleanup`` (CleanupForced, one best-effort pass, no
+   revocation, finalizer removed)
+1. status Terminating/DeletionInProgress
+2. ``ensure_api_keys_revoked``       → DeletionBlocked naming the URL and cause; retried
+3. ``delete_tenant_config``          its ``tenant-cleanup`` finalizer runs the MaaS cleanup;
+                                       we wait (requeue) until it is gone
+4. ``delete_tenant_rbac``            owned Roles and owned legacy RoleBindings only
+5. ``release_tenant_namespace``      our labels/annotations removed; the namespace is kept
+6. ``delete_gateway_auth_policy``    unless annotated ``opendatahub.io/managed: "false"``
+7. ``delete_gateway_claims``         every claim this tenant owns
+8. ``release_infra_namespace_labels``
+9. ``remove_finalizer``
+
+The Gateway is never written. An AITenant that failed placement never got any child; its
+name may even equal a real tenant's, so its deletion skips revocation and the namespaced
+cleanup and only removes claims it owns by UID and its finalizer.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from lightkube import ApiError, AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import ConfigMap, Namespace
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+from lightkube.types import PatchType
+
+from aitenant import contract, naming
+from aitenant.errors import StepFailed, api_message, is_not_found
+from aitenant.reconcilers import conditions, infra_labels, ownership
+from aitenant.reconcilers.aitenant import (
+    StatusWriter,
+    TenantContext,
+    check_placement,
+    claim_owned_by,
+)
+from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
+from aitenant.resources import AITenant, AITenantView, GatewayAuthPolicy, MaasTenantConfig
+from aitenant.runtime.controller import Result
+from aitenant.runtime.events import EventRecorder
+from aitenant.settings import Settings, format_duration
+
+log = logging.getLogger(__name__)
+
+Reason = contract.Reason
+REQUEUE_CONFIG_CLEANUP = 5.0
+DEFAULT_GATEWAY_AUTH_POLICY = "maas-gateway-auth"
+
+
+class DeletionBlocked(Exception):
+    """A cleanup step failed; the status says why and the runtime retries with backoff."""
+
+
+def parse_time(value: str) -> dt.datetime:
+    return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def gateway_auth_policy_name(tenant: AITenantView, gateway_name: str) -> str:
+    return DEFAULT_GATEWAY_AUTH_POLICY if tenant.is_default else f"{gateway_name}-maas-auth"
+
+
+class TenantFinalizer:
+    def __init__(
+        self,
+        *,
+        client: AsyncClient,
+        settings: Settings,
+        events: EventRecorder,
+        revoker: KeyRevoker,
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.events = events
+        self.revoker = revoker
+        self.now = now
+
+    async def __call__(self, tenant: AITenantView, status: StatusWriter) -> Result:
+        try:
+            tns = check_placement(tenant, self.settings)
+        except StepFailed:
+            await self.delete_gateway_claims(tenant)
+            await self.remove_finalizer(status.obj)
+            return Result()
+        ctx = self._context(tenant, tns)
+        if self._timed_out(tenant):
+            return await self.force_cleanup(ctx, status)
+
+        status.status["tenantNamespace"] = tns
+        status.set_phase(
+            contract.PHASE_TERMINATING,
+            Reason.DELETION_IN_PROGRESS,
+            contract.Message.DELETION_IN_PROGRESS,
+        )
+        await status.flush()
+        try:
+            await self.ensure_api_keys_revoked(ctx, status)
+            if not await self.delete_tenant_config(ctx):
+                return Result(requeue_after=REQUEUE_CONFIG_CLEANUP)
+            await self.delete_tenant_rbac(ctx)
+            await self.release_tenant_namespace(ctx)
+        except DeletionBlocked as blocked:
+            status.set_phase(contract.PHASE_TERMINATING, Reason.DELETION_BLOCKED, str(blocked))
+            await status.flush()
+            raise
+        await self.delete_gateway_auth_policy(ctx)
+        await self.delete_gateway_claims(tenant)
+        await self.release_infra_namespace_labels(ctx)
+        await self.remove_finalizer(status.obj)
+        log.info(
+            "aitenant %s/%s: cleanup finished, finalizer removed", tenant.namespace, tenant.name
+        )
+        return Result()
+
+    def _context(self, tenant: AITenantView, tns: str) -> TenantContext:
+        ref = tenant.status.get("gatewayRef") or {}
+        if ref.get("namespace") and ref.get("name"):
+            gw_ns, gw_name = ref["namespace"], ref["name"]
+        else:
+            gw_ns, gw_name = naming.gateway_ref_for(tenant.obj, self.settings.gateway_namespace)
+        return TenantContext(tenant, tns, gw_ns, gw_name)
+
+    def _timed_out(self, tenant: AITenantView) -> bool:
+        timeout = self.settings.deletion_timeout
+        stamp = tenant.obj["metadata"].get("deletionTimestamp")
+        if timeout <= 0 or not stamp:
+            return False
+        return (self.now() - parse_time(stamp)).total_seconds() >= timeout
+
+    # -- steps ---------------------------------------------------------------------------------
+    async def ensure_api_keys_revoked(self, ctx: TenantContext, status: StatusWriter) -> None:
+        tenant = ctx.tenant
+        if tenant.annotations.get(contract.ANNOTATION_API_KEYS_REVOKED) == "true":
+            return
+        cond = conditions.find_condition(status.status, contract.CONDITION_API_KEYS_REVOKED)
+        if cond is not None and cond.get("status") == "True":
+            return
+        url = self.settings.maas_api_url(tenant.name)
+        try:
+            count = await self.revoker.revoke(url)
+        except RevocationError as exc:
+            raise DeletionBlocked(str(exc)) from None
+        log.info("aitenant %s/%s: revoked %d API keys", tenant.namespace, tenant.name, count)
+        conditions.set_condition(
+            status.status,
+            type_=contract.CONDITION_API_KEYS_REVOKED,
+            state=True,
+            reason=Reason.REVOKED,
+            message=contract.Message.API_KEYS_REVOKED.format(count=count),
+            generation=tenant.generation,
+        )
+        # Recorded at once so that a restart after this point never revokes again.
+        await status.flush()
+
+    async def delete_tenant_config(self, ctx: TenantContext) -> bool:
+        """True once the config is gone (or not ours); its finalizer does the MaaS cleanup."""
+        ns, name = ctx.tenant_namespace, contract.TENANT_CONFIG_NAME
+        try:
+            config = dict(await self.client.get(MaasTenantConfig, name, namespace=ns))
+        except ApiError as exc:
+            if is_not_found(exc):
+                return True
+            raise
+        meta = config["metadata"]
+        if not ownership.owned_by(meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace):
+            return True
+        if meta.get("deletionTimestamp"):
+            return False
+        finalizers = list(meta.get("finalizers") or [])
+        if contract.TENANT_CONFIG_FINALIZER not in finalizers:
+            # Guarantees the MaaS cleanup runs before the config disappears.
+            patch = {
+                "metadata": {
+                    "finalizers": [*finalizers, contract.TENANT_CONFIG_FINALIZER],
+                    "resourceVersion": meta["resourceVersion"],
+                }
+            }
+            await self.client.patch(
+                MaasTenantConfig, name, patch, namespace=ns, patch_type=PatchType.MERGE
+            )
+        try:
+            await self.client.delete(MaasTenantConfig, name, namespace=ns)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return True
+            raise
+        return False
+
+    async def delete_tenant_rbac(self, ctx: TenantContext) -> None:
+        tenant = ctx.tenant
+        admin = naming.tenant_admin_role_name(tenant.name)
+        object_admin = naming.object_admin_role_name(tenant.name)
+        for kind, name, namespace in (
+            (RoleBinding, admin, ctx.tenant_namespace),
+            (Role, admin, ctx.tenant_namespace),
+            (RoleBinding, object_admin, tenant.namespace),
+            (Role, object_admin, tenant.namespace),
+        ):
+            await self._delete_if_owned(kind, name, namespace, tenant)
+
+    async def _delete_if_owned(
+        self, kind: Any, name: str, namespace: str, tenant: AITenantView
+    ) -> None:
+        try:
+            obj = await self.client.get(kind, name, namespace=namespace)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise
+        meta = obj.metadata or ObjectMeta()
+        if not ownership.owned_by(meta.annotations, tenant.name, tenant.namespace):
+            return  # a user's object that happens to carry the name
+        try:
+            await self.client.delete(kind, name, namespace=namespace)
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+
+    async def release_tenant_namespace(self, ctx: TenantContext) -> None:
+        name = ctx.tenant_namespace
+        try:
+            ns = await self.client.get(Namespace, name)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise DeletionBlocked(
+                f'get tenant namespace "{name}" during AITenant deletion: {api_message(exc)}'
+            ) from None
+        meta = ns.metadata or ObjectMeta()
+        tenant = ctx.tenant
+        if meta.deletionTimestamp or not ownership.owned_by(
+            meta.annotations, tenant.name, tenant.namespace
+        ):
+            return
+        ours_labels = {**ctx.labels, **ownership.CREATED_NAMESPACE_LABELS}
+        ours_annotations = {**ctx.annotations, **ownership.CREATED_NAMESPACE_ANNOTATIONS}
+        patch = ownership.release_patch(
+            meta.labels, meta.annotations, ours_labels, ours_annotations
+        )
+        if patch is None:
+            return
+        try:
+            await self.client.patch(Namespace, name, patch, patch_type=PatchType.MERGE)
+        except ApiError as exc:
+            raise DeletionBlocked(
+                f'release tenant namespace "{name}" during AITenant deletion: {api_message(exc)}'
+            ) from None
+
+    async def delete_gateway_auth_policy(self, ctx: TenantContext) -> None:
+        name = gateway_auth_policy_name(ctx.tenant, ctx.gateway_name)
+        try:
+            policy = dict(
+                await self.client.get(GatewayAuthPolicy, name, namespace=ctx.gateway_namespace)
+            )
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise
+        annotations = policy["metadata"].get("annotations") or {}
+        if annotations.get(contract.ANNOTATION_OPENDATAHUB_MANAGED) == contract.UNMANAGED_VALUE:
+            return
+        try:
+            await self.client.delete(GatewayAuthPolicy, name, namespace=ctx.gateway_namespace)
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+
+    async def delete_gateway_claims(self, tenant: AITenantView) -> None:
+        ns = self.settings.aitenant_namespace
+        async for claim in self.client.list(
+            ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
+        ):
+            meta = claim.metadata or ObjectMeta()
+            if not claim_owned_by(meta, tenant):
+                continue
+            try:
+                await self.client.delete(ConfigMap, meta.name or "", namespace=ns)
+            except ApiError as exc:
+                if not is_not_found(exc):
+                    raise
+
+    async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
+        app = self.settings.app_namespace
+        try:
+            ns = await self.client.get(Namespace, app)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise
+        meta = ns.metadata or ObjectMeta()
+        try:
+            patch = infra_labels.plan_release(
+                namespace=app,
+                labels=meta.labels,
+                annotations=meta.annotations,
+                gateway_name=ctx.gateway_name,
+            )
+        except infra_labels.LabelConflict as exc:
+            log.warning("aitenant %s: %s; leaving infra labels alone", ctx.tenant.name, exc)
+            return
+        if patch is not None:
+            patch["metadata"]["resourceVersion"] = meta.resourceVersion
+            await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE)
+
+    async def remove_finalizer(self, obj: dict[str, Any]) -> None:
+        """Remove our finalizer from the latest object; its resourceVersion guards the list."""
+        meta = obj["metadata"]
+        try:
+            obj = dict(await self.client.get(AITenant, meta["name"], namespace=meta["namespace"]))
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise
+        meta = obj["metadata"]
+        remaining = [f for f in meta.get("finalizers") or [] if f != contract.AITENANT_FINALIZER]
+        patch = {
+            "metadata": {
+                "finalizers": remaining or None,
+                "resourceVersion": meta["resourceVersion"],
+            }
+        }
+        try:
+            await self.client.patch(
+                AITenant,
+                meta["name"],
+                patch,
+                namespace=meta["namespace"],
+                patch_type=PatchType.MERGE,
+            )
+        except ApiError as exc:
+            if not is_not_found(exc):
+                raise
+
+    # -- deletion timeout ----------------------------------------------------------------------
+    async def force_cleanup(self, ctx: TenantContext, status: StatusWriter) -> Result:
+        tenant = ctx.tenant
+        timeout = format_duration(self.settings.deletion_timeout)
+        already_forced = conditions.ready_reason(status.written) == Reason.CLEANUP_FORCED
+        status.set_phase(
+            contract.PHASE_TERMINATING,
+            Reason.CLEANUP_FORCED,
+            contract.Message.CLEANUP_FORCED.format(timeout=timeout),
+        )
+        try:
+            await status.flush()
+        except ApiError as exc:
+            log.warning("aitenant %s: status write during forced cleanup: %s", tenant.name, exc)
+        if not already_forced:  # one Event, even when a retry runs this path again
+            await self.events.record(
+                tenant.obj,
+                "Warning",
+                Reason.CLEANUP_FORCED_EVENT,
+                contract.Message.CLEANUP_FORCED_EVENT.format(
+                    timeout=timeout, namespace=tenant.namespace, name=tenant.name
+                ),
+            )
+        steps = (
+            lambda: self.delete_tenant_config(ctx),
+            lambda: self.delete_tenant_rbac(ctx),
+            lambda: self.release_tenant_namespace(ctx),
+            lambda: self.delete_gateway_auth_policy(ctx),
+            lambda: self.delete_gateway_claims(tenant),
+            lambda: self.release_infra_namespace_labels(ctx),
+        )
+        for step in steps:
+            try:
+                await step()
+            except (ApiError, DeletionBlocked, OSError) as exc:
+                log.warning("aitenant %s: forced cleanup step failed: %s", tenant.name, exc)
+        await self.remove_finalizer(status.obj)
+        log.warning(
+            "aitenant %s/%s: deletion timeout, finalizer removed", tenant.namespace, tenant.name
+        )
+        return Result()

@@ -1,0 +1,70 @@
+"""A stand-in for a tenant's maas-api: only the internal API-key revocation endpoint.
+
+HTTPS on loopback with a certificate from an in-memory CA (trustme), so the controller's real
+revocation client (decision D2) is exercised: TLS verification, status codes, JSON body.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import trustme
+from aiohttp import web
+
+
+@dataclass
+class FakeMaasApi:
+    workdir: Path
+    keys: Counter[str] = field(default_factory=Counter)  # active keys per tenant
+    calls: list[tuple[str, int]] = field(default_factory=list)  # (tenant, revokedCount)
+    fail_status: int | None = None
+    port: int = 0
+    _runner: web.AppRunner | None = None
+
+    @property
+    def ca_file(self) -> Path:
+        return self.workdir / "maas-api-ca.pem"
+
+    @property
+    def url_template(self) -> str:
+        return f"https://127.0.0.1:{self.port}/internal/v1/tenants/{{tenant}}/api-keys"
+
+    async def _revoke(self, request: web.Request) -> web.Response:
+        tenant = request.match_info["tenant"]
+        if self.fail_status is not None:
+            self.calls.append((tenant, -1))
+            return web.json_response({"error": "unavailable"}, status=self.fail_status)
+        count = self.keys.pop(tenant, 0)
+        self.calls.append((tenant, count))
+        return web.json_response(
+            {
+                "revokedCount": count,
+                "message": f"Successfully revoked {count} active API key(s) for tenant {tenant}",
+            }
+        )
+
+    def revocations(self, tenant: str) -> list[int]:
+        return [n for t, n in self.calls if t == tenant]
+
+    async def start(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        ca = trustme.CA()
+        ca.cert_pem.write_to_path(str(self.ca_file))
+        cert = ca.issue_cert("127.0.0.1", "localhost")
+        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        cert.configure_cert(ctx)
+        app = web.Application()
+        app.router.add_delete("/internal/v1/tenants/{tenant}/api-keys", self._revoke)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ctx)
+        await site.start()
+        self.port = int(self._runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None

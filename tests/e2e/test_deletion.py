@@ -1,0 +1,325 @@
+"""AITenant deletion against a real API server (upstream-behaviour.md §5, decision D2)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from lightkube import ApiError, AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.core_v1 import ConfigMap, Event, Namespace, Secret
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+from lightkube.types import PatchType
+
+from aitenant import naming
+from aitenant.resources import (
+    AITenant,
+    Gateway,
+    GatewayAuthPolicy,
+    MaaSAuthPolicy,
+    MaaSSubscription,
+    MaasTenantConfig,
+)
+from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.maas_api import FakeMaasApi
+
+from .conftest import (
+    AITENANT_NS,
+    GATEWAY_NS,
+    Names,
+    RunningController,
+    e2e_settings,
+    eventually,
+    get_tenant,
+    make_tenant,
+    ready,
+    wait_phase,
+)
+
+pytestmark = pytest.mark.e2e
+
+
+async def gone(kube: AsyncClient, kind: Any, name: str, namespace: str | None = None) -> bool:
+    try:
+        if namespace is None:
+            await kube.get(kind, name)
+        else:
+            await kube.get(kind, name, namespace=namespace)
+    except ApiError as exc:
+        return exc.status.code == 404
+    return False
+
+
+async def wait_gone(kube: AsyncClient, name: str, timeout: float = 20) -> None:
+    async def check() -> bool:
+        return await gone(kube, AITenant, name, AITENANT_NS)
+
+    await eventually(check, timeout=timeout)
+
+
+async def events_of(kube: AsyncClient, name: str) -> list[tuple[str, str, str]]:
+    return [
+        (e.type or "", e.reason or "", e.message or "")
+        async for e in kube.list(Event, namespace=AITENANT_NS, fields={"involvedObject.name": name})
+    ]
+
+
+def generic(kind: str, name: str, namespace: str, api_version: str) -> dict[str, Any]:
+    return {
+        "apiVersion": api_version,
+        "kind": kind,
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {},
+    }
+
+
+async def test_deletion_revokes_cleans_and_keeps_user_objects(
+    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
+) -> None:
+    name = unique("goodbye")
+    tns = f"ai-tenant-{name}"
+    maas_api.keys[name] = 3
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+
+    # What users and other MaaS controllers put around the tenant.
+    await kube.patch(
+        Namespace,
+        tns,
+        {"metadata": {"labels": {"customer.example.com/team": "blue"}}},
+        patch_type=PatchType.MERGE,
+    )
+    await kube.create(Secret(metadata=ObjectMeta(name="user-secret", namespace=tns)))
+    await kube.create(
+        RoleBinding(
+            metadata=ObjectMeta(name="alice-admin", namespace=tns),
+            roleRef=RoleRef(
+                apiGroup="rbac.authorization.k8s.io",
+                kind="Role",
+                name=f"aitenant-{name}-tenant-admin",
+            ),
+            subjects=[Subject(kind="User", name="alice", apiGroup="rbac.authorization.k8s.io")],
+        )
+    )
+    api = "maas.opendatahub.io/v1alpha1"
+    await kube.create(MaaSSubscription.from_dict(generic("MaaSSubscription", "sub", tns, api)))
+    await kube.create(MaaSAuthPolicy.from_dict(generic("MaaSAuthPolicy", "pol", tns, api)))
+    await kube.create(
+        GatewayAuthPolicy.from_dict(
+            generic("AuthPolicy", f"{name}-maas-auth", GATEWAY_NS, "kuadrant.io/v1")
+        )
+    )
+    gateway_before = await kube.get(Gateway, name, namespace=GATEWAY_NS)
+
+    await kube.delete(AITenant, name, namespace=AITENANT_NS)
+    await wait_gone(kube, name)
+
+    assert maas_api.revocations(name) == [3]
+    assert await gone(kube, MaasTenantConfig, "default-tenant", tns)
+    assert await gone(kube, MaaSSubscription, "sub", tns)
+    assert await gone(kube, MaaSAuthPolicy, "pol", tns)
+    assert await gone(kube, Role, f"aitenant-{name}-tenant-admin", tns)
+    assert await gone(kube, Role, f"aitenant-{name}-object-admin", AITENANT_NS)
+    assert await gone(kube, GatewayAuthPolicy, f"{name}-maas-auth", GATEWAY_NS)
+    assert await gone(kube, ConfigMap, naming.claim_name(GATEWAY_NS, name), AITENANT_NS)
+
+    # Kept: the namespace (released), the user's objects, the Gateway untouched.
+    ns = await kube.get(Namespace, tns)
+    assert ns.metadata is not None
+    labels, annotations = ns.metadata.labels or {}, ns.metadata.annotations or {}
+    assert labels.get("customer.example.com/team") == "blue"
+    assert not [k for k in labels if k.startswith("maas.opendatahub.io/")]
+    assert "ai-gateway.opendatahub.io/tenant" not in labels
+    assert "opendatahub.io/generated-namespace" not in labels
+    assert not [k for k in annotations if k.startswith("maas.opendatahub.io/")]
+    await kube.get(Secret, "user-secret", namespace=tns)
+    await kube.get(RoleBinding, "alice-admin", namespace=tns)
+    gateway_after = await kube.get(Gateway, name, namespace=GATEWAY_NS)
+    assert (
+        gateway_after["metadata"]["resourceVersion"]
+        == gateway_before["metadata"]["resourceVersion"]
+    )
+
+    reasons = [r for _, r, _ in await events_of(kube, name)]
+    assert "DeletionInProgress" in reasons
+
+
+async def test_unreachable_maas_api_blocks_deletion_until_it_answers(
+    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
+) -> None:
+    name = unique("blocked")
+    tns = f"ai-tenant-{name}"
+    maas_api.keys[name] = 2
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    maas_api.fail_status = 503
+    try:
+        await kube.delete(AITenant, name, namespace=AITENANT_NS)
+        obj = await wait_phase(kube, name, "Terminating", "DeletionBlocked")
+        message = ready(obj)["message"]
+        assert f"/internal/v1/tenants/{name}/api-keys" in message
+        assert "HTTP 503" in message
+        # Nothing was cleaned while keys may still be valid.
+        await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
+        await kube.get(Role, f"aitenant-{name}-tenant-admin", namespace=tns)
+
+        async def warned() -> bool:
+            return any(
+                t == "Warning" and r == "DeletionBlocked" for t, r, _ in await events_of(kube, name)
+            )
+
+        await eventually(warned)
+    finally:
+        maas_api.fail_status = None
+    await wait_gone(kube, name, timeout=60)
+    assert [n for n in maas_api.revocations(name) if n >= 0] == [2]
+
+
+async def test_revoked_annotation_skips_revocation(
+    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
+) -> None:
+    name = unique("prerevoked")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    await kube.patch(
+        AITenant,
+        name,
+        {"metadata": {"annotations": {"maas.opendatahub.io/api-keys-revoked": "true"}}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+    await kube.delete(AITenant, name, namespace=AITENANT_NS)
+    await wait_gone(kube, name)
+    assert maas_api.revocations(name) == []
+
+
+async def test_revocation_is_recorded_once_and_not_repeated_after_restart(
+    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
+) -> None:
+    name = unique("once")
+    tns = f"ai-tenant-{name}"
+    maas_api.keys[name] = 4
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    # A MaaSSubscription whose own controller is slow to let go holds the config cleanup.
+    sub = {
+        **{
+            "apiVersion": "maas.opendatahub.io/v1alpha1",
+            "kind": "MaaSSubscription",
+            "spec": {},
+        },
+        "metadata": {"name": "slow", "namespace": tns, "finalizers": ["example.com/slow"]},
+    }
+    await kube.create(MaaSSubscription.from_dict(sub))
+    await kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+    async def revoked() -> dict[str, Any] | None:
+        obj = await get_tenant(kube, name)
+        conds = {c["type"]: c for c in obj["status"].get("conditions", [])}
+        cond = conds.get("APIKeysRevoked")
+        return cond if cond and cond["status"] == "True" else None
+
+    cond = await eventually(revoked)
+    assert cond["reason"] == "Revoked"
+    assert cond["message"] == "Tenant API keys were revoked (revokedCount=4)"
+
+    await controller.stop()
+    await controller.start()
+    await asyncio.sleep(1.0)
+    assert not await gone(kube, AITenant, name, AITENANT_NS)
+    await kube.patch(
+        MaaSSubscription,
+        "slow",
+        {"metadata": {"finalizers": None}},
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
+    await wait_gone(kube, name)
+    assert maas_api.revocations(name) == [4]
+
+
+async def test_unmanaged_gateway_auth_policy_is_kept(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("optout")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    policy = generic("AuthPolicy", f"{name}-maas-auth", GATEWAY_NS, "kuadrant.io/v1")
+    policy["metadata"]["annotations"] = {"opendatahub.io/managed": "false"}
+    await kube.create(GatewayAuthPolicy.from_dict(policy))
+    await kube.delete(AITenant, name, namespace=AITENANT_NS)
+    await wait_gone(kube, name)
+    await kube.get(GatewayAuthPolicy, f"{name}-maas-auth", namespace=GATEWAY_NS)
+
+
+async def test_terminating_namespace_does_not_block_deletion(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("nsgone")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    # Hold the namespace in Terminating with a finalizer on its only content we control.
+    await kube.patch(
+        MaasTenantConfig,
+        "default-tenant",
+        {"metadata": {"finalizers": ["example.com/hold"]}},
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
+    await kube.delete(Namespace, tns)
+    await kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+    async def config_released() -> bool:
+        config = await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
+        fins = config["metadata"].get("finalizers") or []
+        return "maas.opendatahub.io/tenant-cleanup" not in fins and bool(
+            config["metadata"].get("deletionTimestamp")
+        )
+
+    await eventually(config_released, timeout=20)
+    await kube.patch(
+        MaasTenantConfig,
+        "default-tenant",
+        {"metadata": {"finalizers": None}},
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
+    await wait_gone(kube, name, timeout=30)
+
+
+async def test_deletion_timeout_forces_cleanup(
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    controller: RunningController,
+    maas_api: FakeMaasApi,
+    unique: Names,
+) -> None:
+    name = unique("forced")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    # Swap the session controller for one with a 2 s deletion timeout.
+    await controller.stop()
+    impatient = RunningController(cluster, e2e_settings(maas_api, deletion_timeout=2.0))
+    await impatient.start()
+    maas_api.fail_status = 500
+    try:
+        await kube.delete(AITenant, name, namespace=AITENANT_NS)
+        await wait_gone(kube, name, timeout=30)
+    finally:
+        maas_api.fail_status = None
+        await impatient.stop()
+        await controller.start()
+    events = await events_of(kube, name)
+    forced = [m for t, r, m in events if (t, r) == ("Warning", "AITenantCleanupForced")]
+    assert forced == [
+        f"Deletion timeout (2s) reached for AITenant {AITENANT_NS}/{name}; cleanup finalizer "
+        "removed without successful cleanup — API keys may still exist"
+    ]
+    ns = await kube.get(Namespace, tns)
+    assert ns.metadata is not None
+    assert "maas.opendatahub.io/tenant-name" not in (ns.metadata.labels or {})
+    assert await gone(kube, Role, f"aitenant-{name}-tenant-admin", tns)

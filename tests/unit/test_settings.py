@@ -1,0 +1,86 @@
+"""Flags, environment fallbacks and the one-line errors at start."""
+
+from __future__ import annotations
+
+import pytest
+
+from aitenant.settings import SettingsError, format_duration, load_settings, parse_duration
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("30s", 30),
+        ("10m", 600),
+        ("1h30m", 5400),
+        ("0", 0),
+        ("0s", 0),
+        ("1.5s", 1.5),
+        ("250ms", 0.25),
+    ],
+)
+def test_go_durations(text: str, seconds: float) -> None:
+    assert parse_duration(text) == pytest.approx(seconds)
+
+
+@pytest.mark.parametrize("text", ["", "10", "ten minutes", "5x", "m"])
+def test_bad_durations(text: str) -> None:
+    with pytest.raises(ValueError, match="invalid duration"):
+        parse_duration(text)
+
+
+@pytest.mark.parametrize(
+    ("seconds", "text"), [(600, "10m0s"), (300, "5m0s"), (3600, "1h0m0s"), (45, "45s"), (0, "0s")]
+)
+def test_go_duration_format(seconds: float, text: str) -> None:
+    assert format_duration(seconds) == text
+
+
+def test_defaults_and_env_fallbacks() -> None:
+    s = load_settings(
+        [], {"POD_NAMESPACE": "ctl", "GATEWAY_NAMESPACE": "gw", "LEADER_ELECT": "true"}
+    )
+    assert s.aitenant_namespace == "ai-tenants"
+    assert s.controller_namespace == "ctl"
+    assert s.app_namespace == "ctl"
+    assert s.gateway_namespace == "gw"
+    assert s.leader_elect is True
+    assert s.deletion_timeout == 600
+    assert s.enable_tenant_namespace_discovery is False
+
+
+def test_flag_beats_env_and_upstream_alias_is_read() -> None:
+    s = load_settings(
+        ["--gateway-namespace", "flag", "--enable-tenant-namespace-discovery"],
+        {"GATEWAY_NAMESPACE": "env", "AITENANT_DELETION_TIMEOUT": "5m"},
+    )
+    assert s.gateway_namespace == "flag"
+    assert s.enable_tenant_namespace_discovery is True
+    assert s.deletion_timeout == 300
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["--deletion-timeout", "soon"], {}, "--deletion-timeout"),
+        ([], {"DELETION_TIMEOUT": "-1m"}, "--deletion-timeout (from $DELETION_TIMEOUT)"),
+        (["--aitenant-namespace", "  "], {}, "--aitenant-namespace: must be non-empty"),
+        (["--webhook-port", "99999"], {}, "--webhook-port"),
+        (["--leader-elect=maybe"], {}, "--leader-elect: invalid boolean"),
+        (["--maas-api-url-template", "https://{host}/x"], {}, "unknown placeholder"),
+        (["--log-level", "loud"], {}, "--log-level"),
+    ],
+)
+def test_invalid_values_name_the_flag(argv: list[str], env: dict[str, str], message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings(argv, env)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_maas_api_url() -> None:
+    s = load_settings(["--infra-namespace", "infra"], {})
+    assert s.maas_api_url("team-a") == (
+        "https://maas-api-team-a.infra.svc:8443/internal/v1/tenants/team-a/api-keys"
+    )
+    assert s.maas_api_url("models-as-a-service").startswith("https://maas-api.infra.svc")
