@@ -20,7 +20,8 @@ import sys
 import time
 from pathlib import Path
 
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.resources.core_v1 import Namespace
 
 from aitenant import contract
 from aitenant.resources import AITenant
@@ -53,6 +54,18 @@ async def wait_ready(client: AsyncClient, timeout: float) -> float:
     raise TimeoutError(f"AITenant {TENANT} not Ready after {timeout}s")
 
 
+async def wait_namespace(client: AsyncClient, name: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            await client.get(Namespace, name)
+            return
+        except ApiError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
 async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="aitenant-demo")
@@ -83,6 +96,8 @@ async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
         )
     simulator = asyncio.create_task(samples.simulate_platform_readiness(client))
     try:
+        # The controller creates the AITenant infrastructure namespace when it starts.
+        await wait_namespace(client, contract.DEFAULT_AITENANT_NAMESPACE, 60)
         await samples.create_gateway(client, samples.gateway(TENANT, GATEWAY_NS))
         await samples.create_aitenant(
             client,
@@ -135,6 +150,7 @@ def main() -> None:
         help="use the cluster $KUBECONFIG points at instead of a local control plane",
     )
     args = parser.parse_args()
+    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]  # keep order with kubectl
     if args.use_kubeconfig:
         kubeconfig = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
         workdir = Path.cwd() / ".demo"
