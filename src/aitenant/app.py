@@ -226,7 +226,9 @@ async def start_webhook(settings: Settings, app: App) -> web.AppRunner:
         aitenant_namespace=settings.aitenant_namespace,
         gateway_namespace=settings.gateway_namespace,
     )
-    webhook = webhook_server.build_app(policy=policy, index=app)
+    webhook = webhook_server.build_app(
+        policy=policy, index=app, observe=app.metrics.webhook_seconds.observe
+    )
 
     async def stop_reloader(_: web.Application) -> None:
         await reloader.stop()

@@ -11,9 +11,12 @@ import asyncio
 import contextlib
 import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
+import trustme
 from lightkube import ApiError, AsyncClient, KubeConfig
 
 from aitenant.app import App, build_app, instrument
@@ -22,7 +25,7 @@ from aitenant.runtime.controller import Key
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
 from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.cluster import LocalCluster, free_port
 from aitenant.testing.maas_api import FakeMaasApi
 
 AITENANT_NS = "ai-tenants"
@@ -51,6 +54,35 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
     await client.close()
 
 
+@dataclass
+class WebhookTLS:
+    """The webhook's serving certificate, from an in-memory CA, as files the controller reads."""
+
+    ca: trustme.CA
+    cert_dir: Path
+    port: int
+
+    def write_cert(self, ca: trustme.CA | None = None) -> None:
+        cert = (ca or self.ca).issue_cert("127.0.0.1")
+        cert.private_key_pem.write_to_path(str(self.cert_dir / "tls.key.new"))
+        (self.cert_dir / "tls.crt.new").write_bytes(
+            b"".join(blob.bytes() for blob in cert.cert_chain_pems)
+        )
+        # Replace both files atomically, key first, the way a Secret volume update would.
+        (self.cert_dir / "tls.key.new").replace(self.cert_dir / "tls.key")
+        (self.cert_dir / "tls.crt.new").replace(self.cert_dir / "tls.crt")
+
+
+@pytest.fixture(scope="session")
+def webhook_tls(cluster: LocalCluster) -> WebhookTLS:
+    assert cluster.workdir is not None
+    cert_dir = cluster.workdir / "webhook-certs"
+    cert_dir.mkdir()
+    tls = WebhookTLS(trustme.CA(), cert_dir, free_port())
+    tls.write_cert()
+    return tls
+
+
 @pytest.fixture(scope="session")
 async def maas_api(cluster: LocalCluster) -> AsyncIterator[FakeMaasApi]:
     assert cluster.workdir is not None
@@ -60,7 +92,9 @@ async def maas_api(cluster: LocalCluster) -> AsyncIterator[FakeMaasApi]:
     await api.stop()
 
 
-def e2e_settings(maas_api: FakeMaasApi, **overrides: Any) -> Settings:
+def e2e_settings(
+    maas_api: FakeMaasApi, webhook_tls: WebhookTLS | None = None, **overrides: Any
+) -> Settings:
     values: dict[str, Any] = {
         "maas_api_url_template": maas_api.url_template,
         "maas_api_ca_file": maas_api.ca_file,
@@ -74,7 +108,11 @@ def e2e_settings(maas_api: FakeMaasApi, **overrides: Any) -> Settings:
         "metrics_port": 0,
         "webhook_port": 0,
         "manage_default_tenant": False,
+        "bind_address": "127.0.0.1",
     }
+    if webhook_tls is not None:
+        values["webhook_port"] = webhook_tls.port
+        values["webhook_cert_dir"] = webhook_tls.cert_dir
     values.update(overrides)
     return Settings(**values)
 
@@ -119,9 +157,9 @@ class RunningController:
 
 @pytest.fixture(scope="session")
 async def controller(
-    cluster: LocalCluster, kube: AsyncClient, maas_api: FakeMaasApi
+    cluster: LocalCluster, kube: AsyncClient, maas_api: FakeMaasApi, webhook_tls: WebhookTLS
 ) -> AsyncIterator[RunningController]:
-    running = RunningController(cluster, e2e_settings(maas_api))
+    running = RunningController(cluster, e2e_settings(maas_api, webhook_tls))
     await running.start()
     simulator = asyncio.create_task(samples.simulate_platform_readiness(kube))
     yield running

@@ -41,6 +41,12 @@ class Metrics:
             ["verb", "code"],
             registry=self.registry,
         )
+        self.webhook_seconds = Histogram(
+            "aitenant_webhook_handler_seconds",
+            "Time the admission webhook spends deciding one AdmissionReview.",
+            buckets=(0.0001, 0.00025, 0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.1),
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "aitenant_leader",
             "1 while this process holds the leader Lease.",

@@ -17,6 +17,8 @@ by new connections without restarting the server.
 from __future__ import annotations
 
 import logging
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +43,7 @@ class _WebhookState:
     policy: WebhookPolicy
     index: GatewayIndex
     max_bytes: int
+    observe: Callable[[float], None] | None
 
 
 _STATE = web.AppKey("aitenant_webhook", _WebhookState)
@@ -92,22 +95,32 @@ async def _validate(request: web.Request) -> web.Response:
         }
         status = 413
     else:
+        started = time.perf_counter()
         status, document = review(
             body, policy=state.policy, index=state.index, max_bytes=state.max_bytes
         )
+        if state.observe is not None:
+            state.observe(time.perf_counter() - started)
     _log_outcome(request, status, document)
     return web.json_response(document, status=status)
 
 
 def build_app(
-    *, policy: WebhookPolicy, index: GatewayIndex, max_bytes: int = DEFAULT_MAX_BYTES
+    *,
+    policy: WebhookPolicy,
+    index: GatewayIndex,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    observe: Callable[[float], None] | None = None,
 ) -> web.Application:
-    """The aiohttp application: ``POST <contract.WEBHOOK_PATH>`` answers AdmissionReviews."""
+    """The aiohttp application: ``POST <contract.WEBHOOK_PATH>`` answers AdmissionReviews.
+
+    ``observe`` receives the seconds spent deciding each review (parse + rules), for metrics.
+    """
     if max_bytes <= 0:
         raise ValueError("max_bytes must be positive")
     # client_max_size guards request.read(); the handler streams with its own cap instead.
     app = web.Application(client_max_size=max_bytes)
-    app[_STATE] = _WebhookState(policy=policy, index=index, max_bytes=max_bytes)
+    app[_STATE] = _WebhookState(policy=policy, index=index, max_bytes=max_bytes, observe=observe)
     app.router.add_post(contract.WEBHOOK_PATH, _validate)
     return app
 
