@@ -15,7 +15,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from aitenant import contract
 
@@ -103,6 +110,9 @@ class Settings(BaseModel):
     health_port: int = Field(default=contract.DEFAULT_HEALTH_PORT, ge=0, le=65535)
     bind_address: str = "0.0.0.0"
     leader_elect: bool = False
+    leader_elect_lease_duration: float = Field(default=15.0, gt=0)
+    leader_elect_renew_deadline: float = Field(default=10.0, gt=0)
+    leader_elect_retry_period: float = Field(default=2.0, gt=0)
     kubeconfig: Path | None = None
     log_level: str = "info"
     workers: int = Field(default=8, ge=1, le=256)
@@ -145,6 +155,18 @@ class Settings(BaseModel):
         if level not in ("debug", "info", "warning", "error"):
             raise ValueError("must be one of debug, info, warning, error")
         return level
+
+    @model_validator(mode="after")
+    def _leader_timings(self) -> Settings:
+        if not (
+            self.leader_elect_retry_period
+            < self.leader_elect_renew_deadline
+            < self.leader_elect_lease_duration
+        ):
+            raise ValueError(
+                "leader_elect_lease_duration: need retry period < renew deadline < lease duration"
+            )
+        return self
 
     @property
     def app_namespace(self) -> str:
@@ -197,6 +219,9 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("health_port", "int", "port of /healthz and /readyz; 0 disables"),
     _Flag("bind_address", "str", "address the HTTP servers listen on"),
     _Flag("leader_elect", "bool", "elect a leader through a Lease before reconciling"),
+    _Flag("leader_elect_lease_duration", "duration", "how long a Lease is valid unrenewed"),
+    _Flag("leader_elect_renew_deadline", "duration", "leader gives up if not renewed by then"),
+    _Flag("leader_elect_retry_period", "duration", "how often candidates and leader try"),
     _Flag("kubeconfig", "path", "kubeconfig file (default: in-cluster, then ~/.kube/config)"),
     _Flag("log_level", "str", "debug, info, warning or error"),
     _Flag("workers", "int", "concurrent reconciles per controller"),
@@ -269,7 +294,10 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
         return Settings(**values)
     except ValidationError as exc:
         err = exc.errors()[0]
-        field = str(err["loc"][0]) if err["loc"] else ""
-        origin = source.get(field, "--" + field.replace("_", "-"))
         msg = str(err["msg"]).removeprefix("Value error, ")
+        if err["loc"]:
+            field = str(err["loc"][0])
+        else:  # a rule across fields names its field first: "<field>: <reason>"
+            field, _, msg = msg.partition(": ")
+        origin = source.get(field, "--" + field.replace("_", "-"))
         raise SettingsError(f"invalid value for {origin}: {msg}") from None

@@ -69,6 +69,11 @@ def test_flag_beats_env_and_upstream_alias_is_read() -> None:
         (["--leader-elect=maybe"], {}, "--leader-elect: invalid boolean"),
         (["--maas-api-url-template", "https://{host}/x"], {}, "unknown placeholder"),
         (["--log-level", "loud"], {}, "--log-level"),
+        (
+            ["--leader-elect-lease-duration", "5s"],
+            {},
+            "--leader-elect-lease-duration: need retry period < renew deadline",
+        ),
     ],
 )
 def test_invalid_values_name_the_flag(argv: list[str], env: dict[str, str], message: str) -> None:

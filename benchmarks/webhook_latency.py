@@ -1,0 +1,219 @@
+"""Admission webhook latency with 10 and 1,000 AITenants in the cache. Prints figures.
+
+For each cache size: AdmissionReviews sent by concurrent clients straight to the controller's
+HTTPS endpoint (client-side p50/p99) and the handler's own time measured inside the server
+(the ``aitenant_webhook_handler_seconds`` histogram; percentiles read from its buckets, so
+they are upper bounds). Then the webhook is registered with the API server and creates through
+the API server are timed (p99). The load generator shares the 2 cores with the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import ssl
+import statistics
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import trustme
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+
+from aitenant import contract
+from aitenant.testing import samples
+from aitenant.testing.cluster import LocalCluster, free_port
+from aitenant.webhook.config import render_webhook_configuration
+
+AITENANT_NS = "ai-tenants"
+GATEWAY_NS = "gateways"
+
+
+def review_body(name: str, gateway: str) -> bytes:
+    obj = samples.aitenant(name, AITENANT_NS, gateway_name=gateway)
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "operation": "CREATE",
+                "kind": {"group": contract.GROUP, "version": contract.VERSION, "kind": "AITenant"},
+                "resource": {
+                    "group": contract.GROUP,
+                    "version": contract.VERSION,
+                    "resource": "aitenants",
+                },
+                "namespace": AITENANT_NS,
+                "object": obj,
+            },
+        }
+    ).encode()
+
+
+def scrape(port: int) -> str:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return resp.read().decode()
+
+
+def handler_buckets(text: str) -> list[tuple[float, float]]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("aitenant_webhook_handler_seconds_bucket{"):
+            le = line.split('le="')[1].split('"')[0]
+            out.append((float("inf") if le == "+Inf" else float(le), float(line.rsplit(" ", 1)[1])))
+    return out
+
+
+def bucket_quantile(
+    before: list[tuple[float, float]], after: list[tuple[float, float]], q: float
+) -> float:
+    counts = [(le, a - b) for (le, a), (_, b) in zip(after, before, strict=True)]
+    total = counts[-1][1]
+    for le, cumulative in counts:
+        if cumulative >= q * total:
+            return le
+    return float("inf")
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+async def fire(url: str, ca: Path, total: int, concurrency: int) -> list[float]:
+    ctx = ssl.create_default_context(cafile=str(ca))
+    latencies: list[float] = []
+    counter = iter(range(total))
+    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
+    async with httpx.AsyncClient(verify=ctx, limits=limits, timeout=30) as http:
+
+        async def worker() -> None:
+            for i in counter:
+                body = review_body(f"bench-new-{i}", f"free-gw-{i}")
+                started = time.perf_counter()
+                resp = await http.post(url, content=body)
+                latencies.append(time.perf_counter() - started)
+                assert resp.status_code == 200, resp.text
+
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return latencies
+
+
+async def create_tenants(client: AsyncClient, start: int, stop: int) -> None:
+    sem = asyncio.Semaphore(20)
+
+    async def one(i: int) -> None:
+        async with sem:
+            await samples.create_aitenant(client, samples.aitenant(f"cached-{i}", AITENANT_NS))
+
+    await asyncio.gather(*(one(i) for i in range(start, stop)))
+
+
+async def run(requests: int, concurrency: int, api_creates: int) -> None:
+    with LocalCluster() as cluster:
+        assert cluster.workdir is not None
+        client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
+        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        await samples.ensure_namespace(client, GATEWAY_NS)
+        await samples.ensure_namespace(client, AITENANT_NS)
+        ca = trustme.CA()
+        cert_dir = cluster.workdir / "webhook"
+        cert_dir.mkdir()
+        cert = ca.issue_cert("127.0.0.1")
+        cert.private_key_pem.write_to_path(str(cert_dir / "tls.key"))
+        (cert_dir / "tls.crt").write_bytes(b"".join(b.bytes() for b in cert.cert_chain_pems))
+        ca_file = cluster.workdir / "ca.pem"
+        ca.cert_pem.write_to_path(str(ca_file))
+        webhook_port, metrics_port = free_port(), free_port()
+        log = (cluster.workdir / "controller.log").open("ab")
+        proc = subprocess.Popen(
+            [
+                sys.executable, "-m", "aitenant",
+                "--kubeconfig", str(cluster.kubeconfig),
+                "--gateway-namespace", GATEWAY_NS,
+                "--controller-namespace", "default",
+                "--manage-default-tenant=false",
+                "--bind-address=127.0.0.1",
+                f"--webhook-port={webhook_port}",
+                f"--webhook-cert-dir={cert_dir}",
+                f"--metrics-port={metrics_port}",
+                "--health-port=0",
+                "--log-level=error",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
+        try:
+            for _ in range(100):
+                try:
+                    scrape(metrics_port)
+                    break
+                except OSError:
+                    await asyncio.sleep(0.2)
+            created = 0
+            for size in (10, 1000):
+                await create_tenants(client, created, size)
+                created = size
+                await asyncio.sleep(3)  # let the informer see them
+                await fire(url, ca_file, 500, concurrency)  # warm up
+                before = handler_buckets(scrape(metrics_port))
+                started = time.perf_counter()
+                latencies = await fire(url, ca_file, requests, concurrency)
+                elapsed = time.perf_counter() - started
+                after = handler_buckets(scrape(metrics_port))
+                print(
+                    f"{size} tenants cached: {requests} reviews by {concurrency} clients in "
+                    f"{elapsed:.1f} s ({requests / elapsed:.0f}/s); client p50 "
+                    f"{statistics.median(latencies) * 1000:.1f} ms, p99 "
+                    f"{pct(latencies, 0.99) * 1000:.1f} ms; handler in-server p50 <= "
+                    f"{bucket_quantile(before, after, 0.5) * 1000:.2f} ms, p99 <= "
+                    f"{bucket_quantile(before, after, 0.99) * 1000:.2f} ms"
+                )
+
+            body = render_webhook_configuration(
+                name="aitenant-bench", ca_bundle_pem=ca.cert_pem.bytes(), url=url
+            )
+            vwc = cast(Any, ValidatingWebhookConfiguration.from_dict(body))
+            await client.apply(vwc, field_manager="bench", force=True)
+            await asyncio.sleep(2)
+            timings = []
+            for i in range(api_creates):
+                started = time.perf_counter()
+                try:
+                    await samples.create_aitenant(
+                        client, samples.aitenant(f"via-api-{i}", AITENANT_NS)
+                    )
+                except ApiError as exc:
+                    raise SystemExit(f"create through the API server failed: {exc}") from exc
+                timings.append(time.perf_counter() - started)
+            print(
+                f"create through the API server with the webhook ({api_creates} sequential): "
+                f"p50 {statistics.median(timings) * 1000:.1f} ms, "
+                f"p99 {pct(timings, 0.99) * 1000:.1f} ms"
+            )
+        finally:
+            proc.terminate()
+            proc.wait(timeout=20)
+            await client.close()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--requests", type=int, default=20000)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--api-creates", type=int, default=200)
+    args = parser.parse_args()
+    asyncio.run(run(args.requests, args.concurrency, args.api_creates))
+
+
+if __name__ == "__main__":
+    main()
