@@ -1,0 +1,9 @@
+"""The per-tenant maas-api platform (decisions D5, D6, D9): render, certificates, apply.
+
+``render`` turns a ``PlatformContext`` into the objects of one tenant, from the Jinja2
+templates in ``aitenant/templates``; it is pure. ``certs`` issues and renews the tenant's
+serving certificate from the charm's CA. ``apply`` writes the rendered set with server-side
+apply, leaves opted-out objects alone and prunes what is no longer rendered. ``discovery``
+answers which API versions the cluster serves. The reconciler that decides *when* to do all
+this lives in ``aitenant.reconcilers.tenant_config``.
+"""

@@ -1,0 +1,254 @@
+"""Write a tenant's rendered platform to the cluster, and take it away again.
+
+* ``apply_all``: for each rendered object, look up the live copy (the caller's cache, or the
+  API); leave it alone when it is
+  annotated ``opendatahub.io/managed: "false"``; otherwise server-side apply it (field manager
+  ``aitenant-controller``, force, so any drift in the fields we set is taken back) unless the
+  live copy already holds every value we render (``covers``), so an unchanged tenant costs
+  reads only. ``create_only`` objects (the Gateway AuthPolicy) are created when missing and
+  never written afterwards.
+* ``prune``: delete the tenant's objects (found by the tracking labels) that are no longer
+  rendered, e.g. the TelemetryPolicy once telemetry is turned off.
+* ``delete_tracked``: the tenant's platform cleanup when its MaasTenantConfig goes away.
+
+Objects annotated ``opendatahub.io/managed: "false"``, and objects another controller owns (a
+controller ownerReference, as upstream), are never written, pruned or deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from lightkube import ApiError, AsyncClient
+from lightkube.types import PatchType
+
+from aitenant import contract
+from aitenant.errors import api_message, is_conflict, is_not_found
+from aitenant.platform.kinds import Kind
+from aitenant.platform.render import Manifest, Ref, ref_of
+
+log = logging.getLogger(__name__)
+
+# (kind, namespace or None for cluster-scoped kinds): where a tenant's objects may live.
+Scope = tuple[Kind, str | None]
+# What a lookup answers when it does not know: read the object from the API.
+UNKNOWN: Any = object()
+# Manifest → its live copy, None when it does not exist, or UNKNOWN.
+Lookup = Callable[[Manifest], Any]
+
+
+# Answers worth retrying soon: conflicts, throttling, server trouble.
+TRANSIENT_CODES = frozenset({409, 429, 500, 502, 503, 504})
+
+
+class ApplyError(Exception):
+    """An object could not be written; the message names it and the API's answer."""
+
+    def __init__(self, message: str, cause: ApiError) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+    @property
+    def transient(self) -> bool:
+        return self.cause.status.code in TRANSIENT_CODES
+
+
+def is_unmanaged(obj: Mapping[str, Any] | None) -> bool:
+    """Left alone: annotated ``opendatahub.io/managed: "false"``, or controlled by another
+    controller (an ownerReference with ``controller: true``; ours never carry one, D6)."""
+    meta = (obj or {}).get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    if annotations.get(contract.ANNOTATION_OPENDATAHUB_MANAGED) == contract.UNMANAGED_VALUE:
+        return True
+    return any(ref.get("controller") for ref in meta.get("ownerReferences") or [])
+
+
+def covers(live: Any, desired: Any) -> bool:
+    """True when ``live`` already holds every value of ``desired``.
+
+    Maps: every desired key is present with a covering value (extra live keys, such as
+    server-side defaults, are fine). Lists of named maps (containers, env, ports, volumes) are
+    matched by name; other lists element by element with the same length. Scalars compare
+    equal. This is what a server-side apply of ``desired`` would leave unchanged.
+    """
+    if isinstance(desired, Mapping):
+        return isinstance(live, Mapping) and all(
+            k in live and covers(live[k], v) for k, v in desired.items()
+        )
+    if isinstance(desired, list):
+        if not isinstance(live, list):
+            return False
+        if desired and all(isinstance(d, Mapping) and "name" in d for d in desired):
+            by_name = {item.get("name"): item for item in live if isinstance(item, Mapping)}
+            return all(d["name"] in by_name and covers(by_name[d["name"]], d) for d in desired)
+        return len(live) == len(desired) and all(
+            covers(lv, dv) for lv, dv in zip(live, desired, strict=True)
+        )
+    return live == desired
+
+
+@dataclass
+class ApplyReport:
+    live: dict[Ref, dict[str, Any]] = field(default_factory=dict)
+    applied: list[str] = field(default_factory=list)
+    created: list[str] = field(default_factory=list)
+    unmanaged: list[str] = field(default_factory=list)
+    unchanged: int = 0
+
+    @property
+    def writes(self) -> int:
+        return len(self.applied) + len(self.created)
+
+
+class Applier:
+    def __init__(
+        self, client: AsyncClient, *, field_manager: str = contract.PLATFORM_FIELD_MANAGER
+    ) -> None:
+        self.client = client
+        self.field_manager = field_manager
+
+    async def get(self, kind: Kind, name: str, namespace: str | None) -> dict[str, Any] | None:
+        try:
+            if kind.namespaced:
+                obj = await self.client.get(kind.resource, name, namespace=namespace)
+            else:
+                obj = await self.client.get(kind.resource, name)
+        except ApiError as exc:
+            if is_not_found(exc):
+                return None
+            raise
+        return dict(obj)
+
+    async def apply_all(
+        self, manifests: Sequence[Manifest], lookup: Lookup | None = None
+    ) -> ApplyReport:
+        """Apply in order; ``lookup`` gives a live copy (None: absent) or UNKNOWN (ask the API)."""
+        report = ApplyReport()
+        for manifest in manifests:
+            live = lookup(manifest) if lookup is not None else UNKNOWN
+            # A create-only object may exist without our labels, so outside the caller's cache.
+            if live is UNKNOWN or (live is None and manifest.create_only):
+                try:
+                    live = await self.get(manifest.kind, manifest.name, manifest.namespace)
+                except ApiError as exc:
+                    raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
+            result = await self._ensure(manifest, live, report)
+            if result is not None:
+                report.live[manifest.ref] = result
+        return report
+
+    async def _ensure(
+        self, manifest: Manifest, live: dict[str, Any] | None, report: ApplyReport
+    ) -> dict[str, Any] | None:
+        if live is not None and is_unmanaged(live):
+            report.unmanaged.append(str(manifest))
+            return live
+        if manifest.create_only:
+            if live is not None:
+                report.unchanged += 1
+                return live
+            return await self._create(manifest, report)
+        if live is not None and covers(live, manifest.obj):
+            report.unchanged += 1
+            return live
+        try:
+            applied = await self.client.patch(
+                manifest.kind.resource,
+                manifest.name,
+                manifest.obj,
+                namespace=manifest.namespace,
+                patch_type=PatchType.APPLY,
+                field_manager=self.field_manager,
+                force=True,
+            )
+        except ApiError as exc:
+            raise ApplyError(f"apply {manifest}: {api_message(exc)}", exc) from None
+        report.applied.append(str(manifest))
+        log.debug("applied %s", manifest)
+        return dict(applied)
+
+    async def _create(self, manifest: Manifest, report: ApplyReport) -> dict[str, Any] | None:
+        try:
+            created = await self.client.create(manifest.kind.resource(manifest.obj))
+        except ApiError as exc:
+            if is_conflict(exc):  # created by someone else meanwhile: theirs now
+                report.unchanged += 1
+                return None
+            raise ApplyError(f"create {manifest}: {api_message(exc)}", exc) from None
+        report.created.append(str(manifest))
+        return dict(created)
+
+    async def list_tracked(self, scope: Scope, selector: Mapping[str, str]) -> list[dict[str, Any]]:
+        """The tenant's objects of one kind; none when the kind is not served at all."""
+        kind, namespace = scope
+        labels: dict[str, Any] = dict(selector)
+        try:
+            if kind.namespaced:
+                listing = self.client.list(kind.resource, namespace=namespace, labels=labels)
+            else:
+                listing = self.client.list(kind.resource, labels=labels)
+            found: list[dict[str, Any]] = []
+            async for obj in listing:
+                found.append(dict(obj))
+                # lightkube's list omits apiVersion/kind on items: restore them for ref_of.
+                found[-1].setdefault("apiVersion", kind.api_version)
+                found[-1].setdefault("kind", kind.kind)
+            return found
+        except ApiError as exc:
+            if is_not_found(exc):
+                return []
+            raise
+
+    async def prune(
+        self, tracked: Iterable[tuple[Kind, dict[str, Any]]], keep: set[Ref]
+    ) -> list[str]:
+        """Delete the tenant's ``tracked`` objects outside ``keep``; returns what was deleted."""
+        deleted: list[str] = []
+        for kind, obj in tracked:
+            if ref_of(obj) in keep or is_unmanaged(obj):
+                continue
+            try:
+                if await self._delete(kind, obj):
+                    deleted.append(describe(obj))
+            except ApiError as exc:
+                raise ApplyError(f"delete {describe(obj)}: {api_message(exc)}", exc) from None
+        return deleted
+
+    async def delete_tracked(self, tracked: Iterable[tuple[Kind, dict[str, Any]]]) -> bool:
+        """Delete the tenant's ``tracked`` objects; True once none is left (opted-out ones are
+        kept). An object without finalizers is gone when its DELETE returns."""
+        done = True
+        for kind, obj in tracked:
+            if is_unmanaged(obj):
+                continue
+            meta = obj["metadata"]
+            if meta.get("deletionTimestamp"):
+                done = False  # someone's finalizer still holds it
+                continue
+            await self._delete(kind, obj)
+            if meta.get("finalizers"):
+                done = False
+        return done
+
+    async def _delete(self, kind: Kind, obj: dict[str, Any]) -> bool:
+        meta = obj["metadata"]
+        try:
+            if kind.namespaced:
+                await self.client.delete(kind.resource, meta["name"], namespace=meta["namespace"])
+            else:
+                await self.client.delete(kind.resource, meta["name"])
+        except ApiError as exc:
+            if is_not_found(exc):
+                return False
+            raise
+        log.info("deleted %s", describe(obj))
+        return True
+
+
+def describe(obj: dict[str, Any]) -> str:
+    meta = obj["metadata"]
+    ns = f"{meta['namespace']}/" if meta.get("namespace") else ""
+    return f"{obj.get('kind', '?')} {ns}{meta['name']}"

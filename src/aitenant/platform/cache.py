@@ -1,0 +1,114 @@
+"""Informers on the objects the platform writes: its read cache and its drift alarm.
+
+One informer per (kind, namespace) the platform renders into, selecting
+``app.kubernetes.io/managed-by=aitenant-controller``, indexed by tenant (the tracking labels).
+The reconciler reads live copies here instead of asking the API server, so reconciling an
+unchanged tenant costs neither writes nor reads of its objects, and any change to one of them
+(a user's edit, a deletion, the Deployment turning Available) re-queues its config at once.
+
+Until an informer has synced (or while its CRD is not installed) it answers "unknown", and the
+caller reads from the API instead. CronJobs are not cached: their API version is only known
+after discovery, and nothing but a periodic resync needs to notice their drift.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from lightkube import AsyncClient
+
+from aitenant import contract
+from aitenant.platform import kinds
+from aitenant.platform.apply import UNKNOWN
+from aitenant.platform.kinds import Kind
+from aitenant.runtime.informer import Handler, Informer
+
+Obj = dict[str, Any]
+TENANT_INDEX = "tenant"
+# A missing CRD makes its informer retry; at this pace it logs rarely.
+CRD_RETRY_MAX = 300.0
+
+
+def tenant_index_value(tenant_namespace: str, tenant: str) -> str:
+    return f"{tenant_namespace}/{tenant}"
+
+
+def _tenant_of(obj: Obj) -> list[str]:
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    name = labels.get(contract.LABEL_TENANT_NAME)
+    namespace = labels.get(contract.LABEL_TENANT_NAMESPACE)
+    return [tenant_index_value(namespace, name)] if name and namespace else []
+
+
+class PlatformCache:
+    def __init__(self, client: AsyncClient, *, infra_namespace: str, gateway_namespace: str):
+        selector: dict[str, str] = {contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE}
+        scopes: list[tuple[Kind, str | None]] = [
+            (kinds.SERVICE_ACCOUNT, infra_namespace),
+            (kinds.SECRET, infra_namespace),
+            (kinds.DEPLOYMENT, infra_namespace),
+            (kinds.SERVICE, infra_namespace),
+            (kinds.NETWORK_POLICY, infra_namespace),
+            (kinds.HTTP_ROUTE, infra_namespace),
+            (kinds.AUTH_POLICY, infra_namespace),
+            (kinds.TOKEN_RATE_LIMIT_POLICY, gateway_namespace),
+            (kinds.AUTH_POLICY, gateway_namespace),
+            (kinds.TELEMETRY_POLICY, gateway_namespace),
+            (kinds.CLUSTER_ROLE_BINDING, None),
+        ]
+        self._informers: dict[tuple[Kind, str | None], Informer] = {}
+        for kind, namespace in scopes:
+            if (kind, namespace) in self._informers:  # infra and gateway namespace may be one
+                continue
+            informer = Informer(
+                client,
+                kind.resource,
+                namespace=namespace,
+                labels=selector,
+                max_backoff=CRD_RETRY_MAX if "." in kind.group else 30.0,
+            )
+            informer.add_index(TENANT_INDEX, _tenant_of)
+            self._informers[(kind, namespace)] = informer
+
+    @property
+    def informers(self) -> list[Informer]:
+        return list(self._informers.values())
+
+    def scopes(self) -> Iterator[tuple[Kind, str | None]]:
+        return iter(self._informers)
+
+    def add_handler(self, handler: Handler) -> None:
+        for informer in self._informers.values():
+            informer.add_handler(handler)
+
+    def _informer(self, kind: Kind, namespace: str | None) -> Informer | None:
+        informer = self._informers.get((kind, namespace if kind.namespaced else None))
+        if informer is None or not informer.synced.is_set():
+            return None
+        return informer
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Any:
+        """The cached object, None when it does not exist, UNKNOWN when not cached."""
+        informer = self._informer(kind, namespace)
+        if informer is None:
+            return UNKNOWN
+        obj = informer.get(namespace or "" if kind.namespaced else "", name)
+        if obj is None:
+            return None
+        return {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
+
+    def tracked(self, tenant_namespace: str, tenant: str) -> list[tuple[Kind, Obj]] | None:
+        """Every cached object of one tenant; None while any informer is not synced."""
+        found: list[tuple[Kind, Obj]] = []
+        value = tenant_index_value(tenant_namespace, tenant)
+        for (kind, _), informer in self._informers.items():
+            if not informer.synced.is_set():
+                if kind in (kinds.TELEMETRY_POLICY,):
+                    continue  # an optional CRD that may never be installed
+                return None
+            found.extend(
+                (kind, {"apiVersion": kind.api_version, "kind": kind.kind, **obj})
+                for obj in informer.by_index(TENANT_INDEX, value)
+            )
+        return found

@@ -1,0 +1,211 @@
+"""Each tenant's maas-api serving certificate, signed by the charm's CA (decision D9).
+
+The charm keeps the CA and hands its certificate and key to the controller as files
+(``--maas-api-ca-file``, ``--maas-api-ca-key-file``). For each tenant the controller keeps a
+``kubernetes.io/tls`` Secret ``maas-api[-t]-serving-cert`` with ``tls.crt``, ``tls.key`` and
+``ca.crt``. The certificate names ``maas-api[-t].<infra>.svc`` and ``….svc.cluster.local``
+and lives 90 days; it is reissued when ``renewal_reason`` has something to say: missing,
+unreadable, signed by another CA (the charm rotated it), other names, a key that does not
+match, or less than a third of its lifetime left (a month: many reconciles away from expiry).
+
+Everything takes ``now`` explicitly, so tests can place a certificate anywhere in its life.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import datetime as dt
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALIDITY = dt.timedelta(days=90)
+RENEW_WHEN_REMAINING = 1 / 3
+# Tolerate clock skew between the controller and whoever checks the certificate.
+BACKDATE = dt.timedelta(minutes=5)
+
+TLS_CERT_KEY = "tls.crt"
+TLS_KEY_KEY = "tls.key"
+CA_CERT_KEY = "ca.crt"
+
+
+class CAError(Exception):
+    """The CA files are missing or unusable; the message says which and why."""
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    cert_pem: str
+    key_pem: str
+
+    @property
+    def cert(self) -> x509.Certificate:
+        return x509.load_pem_x509_certificate(self.cert_pem.encode())
+
+    def signing_key(self) -> rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey:
+        key = serialization.load_pem_private_key(self.key_pem.encode(), password=None)
+        if not isinstance(key, rsa.RSAPrivateKey | ec.EllipticCurvePrivateKey):
+            raise CAError("the maas-api CA key must be an RSA or EC key")
+        return key
+
+
+def load_ca(cert_file: Path, key_file: Path) -> CertificateAuthority:
+    """Read and check the CA files (CAError names the file that is wrong)."""
+    try:
+        cert_pem = cert_file.read_text()
+    except OSError as exc:
+        raise CAError(f"cannot read --maas-api-ca-file {cert_file}: {exc.strerror}") from None
+    try:
+        key_pem = key_file.read_text()
+    except OSError as exc:
+        raise CAError(f"cannot read --maas-api-ca-key-file {key_file}: {exc.strerror}") from None
+    ca = CertificateAuthority(cert_pem, key_pem)
+    try:
+        cert = ca.cert
+    except ValueError:
+        raise CAError(f"--maas-api-ca-file {cert_file} holds no PEM certificate") from None
+    try:
+        key = ca.signing_key()
+    except (ValueError, TypeError):
+        raise CAError(f"--maas-api-ca-key-file {key_file} holds no unencrypted PEM key") from None
+    if key.public_key() != cert.public_key():
+        raise CAError("--maas-api-ca-key-file does not match --maas-api-ca-file")
+    return ca
+
+
+@dataclass(frozen=True)
+class ServingCert:
+    cert_pem: str
+    key_pem: str
+    ca_pem: str
+
+    @property
+    def fingerprint(self) -> str:
+        return hashlib.sha256(self.cert_pem.encode()).hexdigest()
+
+    def secret_data(self) -> dict[str, str]:
+        """The Secret's ``data`` (base64), as the API server returns it: compares equal."""
+        return {
+            TLS_CERT_KEY: _b64(self.cert_pem),
+            TLS_KEY_KEY: _b64(self.key_pem),
+            CA_CERT_KEY: _b64(self.ca_pem),
+        }
+
+
+def _b64(text: str) -> str:
+    return base64.b64encode(text.encode()).decode()
+
+
+def from_secret(secret: dict[str, Any] | None) -> ServingCert | None:
+    """The certificate held by a live Secret, or None when it holds none."""
+    data = (secret or {}).get("data") or {}
+    try:
+        cert, key = (base64.b64decode(data[k]).decode() for k in (TLS_CERT_KEY, TLS_KEY_KEY))
+        ca = base64.b64decode(data.get(CA_CERT_KEY, "")).decode()
+    except (KeyError, ValueError, binascii.Error):
+        return None
+    return ServingCert(cert, key, ca)
+
+
+def dns_names(service: str, namespace: str) -> list[str]:
+    return [f"{service}.{namespace}.svc", f"{service}.{namespace}.svc.cluster.local"]
+
+
+def renewal_reason(
+    current: ServingCert | None,
+    ca: CertificateAuthority,
+    names: list[str],
+    *,
+    now: dt.datetime,
+    threshold: float = RENEW_WHEN_REMAINING,
+) -> str | None:
+    """Why ``current`` must be replaced, or None when it is good to keep."""
+    if current is None:
+        return "no certificate yet"
+    try:
+        cert = x509.load_pem_x509_certificate(current.cert_pem.encode())
+        key = serialization.load_pem_private_key(current.key_pem.encode(), password=None)
+    except (ValueError, TypeError):
+        return "the certificate or key is unreadable"
+    if current.ca_pem.strip() != ca.cert_pem.strip():
+        return "the CA changed"
+    try:
+        cert.verify_directly_issued_by(ca.cert)
+    except (ValueError, TypeError, InvalidSignature):
+        return "not issued by the current CA"
+    if key.public_key() != cert.public_key():
+        return "the key does not match the certificate"
+    try:
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        have = sorted(san.get_values_for_type(x509.DNSName))
+    except x509.ExtensionNotFound:
+        have = []
+    if have != sorted(names):
+        return f"names {have} differ from {sorted(names)}"
+    start, end = cert.not_valid_before_utc, cert.not_valid_after_utc
+    lifetime = (end - start).total_seconds()
+    if lifetime <= 0 or (end - now).total_seconds() < threshold * lifetime:
+        return "it expires soon"
+    return None
+
+
+def issue(
+    ca: CertificateAuthority,
+    names: list[str],
+    *,
+    now: dt.datetime,
+    validity: dt.timedelta = VALIDITY,
+) -> ServingCert:
+    """A TLS server certificate for ``names`` (the first is also the common name)."""
+    ca_cert = ca.cert
+    ca_key = ca.signing_key()
+    key = ec.generate_private_key(ec.SECP256R1())  # fast to make, one per tenant
+    not_after = min(now + validity, ca_cert.not_valid_after_utc)
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])]))
+        .issuer_name(ca_cert.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - BACKDATE)
+        .not_valid_after(not_after)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=True,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=False,
+                crl_sign=False,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False
+        )
+        .add_extension(
+            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+            critical=False,
+        )
+    )
+    cert = builder.sign(ca_key, hashes.SHA256())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM,
+        serialization.PrivateFormat.PKCS8,
+        serialization.NoEncryption(),
+    ).decode()
+    cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
+    return ServingCert(cert_pem, key_pem, ca.cert_pem)

@@ -1,0 +1,90 @@
+"""Which resources the API server serves, from its discovery documents, cached briefly.
+
+Used for two decisions: the CronJob API version (``batch/v1`` where served, else
+``batch/v1beta1``: Kubernetes 1.20 serves only the latter; decision D6) and whether the CRDs the
+platform needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy, ...) are installed, so a config can
+say ``DependencyMissing`` instead of failing on an apply. A group/version that is served is
+remembered for ``ttl_served`` seconds; one that is not is asked again after ``ttl_missing``
+seconds, so a CRD installed later is noticed quickly.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import httpx2
+from lightkube import AsyncClient
+
+from aitenant.platform.kinds import CRONJOB_VERSIONS, Kind
+
+# GET a discovery path ("/api/v1", "/apis/<group>/<version>"): the document, or None on 404.
+Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]
+
+
+class DiscoveryError(Exception):
+    """The API server did not answer a discovery request."""
+
+
+def discovery_path(api_version: str) -> str:
+    return f"/api/{api_version}" if "/" not in api_version else f"/apis/{api_version}"
+
+
+def http_fetch(client: AsyncClient) -> Fetch:
+    """Discovery through the lightkube client's own connection (lightkube has no discovery API;
+    its transport is httpx2)."""
+    http: httpx2.AsyncClient = client._client._client  # pyright: ignore[reportPrivateUsage]
+
+    async def fetch(path: str) -> dict[str, Any] | None:
+        try:
+            response = await http.get(path)
+        except httpx2.HTTPError as exc:
+            raise DiscoveryError(f"GET {path}: {exc}") from exc
+        if response.status_code == 404:
+            return None
+        if response.status_code != 200:
+            raise DiscoveryError(f"GET {path}: HTTP {response.status_code}")
+        return response.json()
+
+    return fetch
+
+
+class ApiDiscovery:
+    def __init__(
+        self,
+        fetch: Fetch,
+        *,
+        ttl_served: float = 300.0,
+        ttl_missing: float = 10.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.fetch = fetch
+        self.ttl_served = ttl_served
+        self.ttl_missing = ttl_missing
+        self.clock = clock
+        self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+
+    async def resources(self, api_version: str) -> frozenset[str]:
+        """Plural names served under ``api_version`` (empty when the version is not served)."""
+        now = self.clock()
+        cached = self._cache.get(api_version)
+        if cached is not None and now < cached[0]:
+            return cached[1]
+        doc = await self.fetch(discovery_path(api_version))
+        names = frozenset(
+            r["name"] for r in (doc or {}).get("resources") or [] if "/" not in r.get("name", "/")
+        )
+        ttl = self.ttl_served if names else self.ttl_missing
+        self._cache[api_version] = (now + ttl, names)
+        return names
+
+    async def serves(self, kind: Kind) -> bool:
+        return kind.plural in await self.resources(kind.api_version)
+
+    async def cronjob_kind(self) -> Kind | None:
+        """The newest CronJob API the server serves, or None when it serves none."""
+        for kind in CRONJOB_VERSIONS:
+            if await self.serves(kind):
+                return kind
+        return None

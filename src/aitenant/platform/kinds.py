@@ -1,0 +1,112 @@
+"""The kinds the platform renders, as lightkube resource classes that carry plain dicts.
+
+The classes are generic (objects stay the dicts the API server sent, the form the informers
+store) and deliberately *not* registered in lightkube's global resource registry: built-in
+kinds such as Deployment already have typed models there, and registering a generic class
+under the same apiVersion/kind would change what ``codecs`` returns for everyone else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from lightkube.core.resource import ApiInfo
+from lightkube.generic_resource import (
+    GenericGlobalResource,
+    GenericGlobalStatus,
+    GenericNamespacedResource,
+    GenericNamespacedStatus,
+    create_api_info,
+)
+
+
+@dataclass(frozen=True)
+class Kind:
+    """One API kind: its identity and the resource class used to talk about it."""
+
+    api_version: str
+    kind: str
+    plural: str
+    namespaced: bool = True
+
+    @property
+    def group(self) -> str:
+        return self.api_version.rpartition("/")[0]
+
+    @property
+    def version(self) -> str:
+        return self.api_version.rpartition("/")[2]
+
+    @property
+    def resource(self) -> Any:
+        return _resource_class(self)
+
+    def __str__(self) -> str:
+        return f"{self.kind}.{self.api_version}"
+
+
+_CLASSES: dict[Kind, Any] = {}
+
+
+def _resource_class(kind: Kind) -> Any:
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        if kind.namespaced:
+            base, status_base = GenericNamespacedResource, GenericNamespacedStatus
+        else:
+            base, status_base = GenericGlobalResource, GenericGlobalStatus
+        info = create_api_info(kind.group, kind.version, kind.kind, kind.plural)
+        status_info = ApiInfo(
+            resource=info.resource,
+            parent=info.resource,
+            plural=info.plural,
+            verbs=["get", "patch", "put"],
+            action="status",
+        )
+        status = type(f"{kind.kind}Status", (status_base,), {"_api_info": status_info})
+        cls = type(kind.kind, (base,), {"_api_info": info, "Status": status})
+        _CLASSES[kind] = cls
+    return cls
+
+
+SERVICE_ACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
+SERVICE = Kind("v1", "Service", "services")
+SECRET = Kind("v1", "Secret", "secrets")
+DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
+NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
+CLUSTER_ROLE_BINDING = Kind(
+    "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
+)
+CRONJOB_V1 = Kind("batch/v1", "CronJob", "cronjobs")
+CRONJOB_V1BETA1 = Kind("batch/v1beta1", "CronJob", "cronjobs")
+HTTP_ROUTE = Kind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes")
+AUTH_POLICY = Kind("kuadrant.io/v1", "AuthPolicy", "authpolicies")
+TOKEN_RATE_LIMIT_POLICY = Kind(
+    "kuadrant.io/v1alpha1", "TokenRateLimitPolicy", "tokenratelimitpolicies"
+)
+TELEMETRY_POLICY = Kind("extensions.kuadrant.io/v1alpha1", "TelemetryPolicy", "telemetrypolicies")
+
+# Newest first: the first one the API server serves is used (decision D6).
+CRONJOB_VERSIONS = (CRONJOB_V1, CRONJOB_V1BETA1)
+
+ALL = (
+    SERVICE_ACCOUNT,
+    SERVICE,
+    SECRET,
+    DEPLOYMENT,
+    NETWORK_POLICY,
+    CLUSTER_ROLE_BINDING,
+    CRONJOB_V1,
+    CRONJOB_V1BETA1,
+    HTTP_ROUTE,
+    AUTH_POLICY,
+    TOKEN_RATE_LIMIT_POLICY,
+    TELEMETRY_POLICY,
+)
+_BY_TYPE = {(k.api_version, k.kind): k for k in ALL}
+
+
+def kind_of(obj: dict[str, Any]) -> Kind:
+    """The Kind of a rendered or live object (KeyError for a kind the platform never renders)."""
+    return _BY_TYPE[(obj["apiVersion"], obj["kind"])]

@@ -1,0 +1,269 @@
+"""Render one tenant's maas-api platform: ``PlatformContext`` → objects. Pure, no I/O.
+
+Each object comes from a Jinja2 template in ``aitenant/templates`` (decision D5). Values reach
+the YAML only through the ``to_json`` filter, so a tenant name, an OIDC issuer or an image
+reference can never change the document's structure. After parsing, every object gets the
+common labels and the tenant tracking labels (platform-shape.md), and every name is checked
+against its kind's limit (63, or 52 for CronJobs, whose Jobs append 11 characters).
+
+The default tenant (``models-as-a-service``) keeps the unsuffixed legacy names; every other
+tenant's names end in ``-<tenant>`` (upstream §3.1). The CronJob name is bounded with the hash
+rule of upstream §3.1, so it fits for every valid tenant name.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import jinja2
+import yaml
+
+from aitenant import contract, naming
+from aitenant.platform import kinds
+from aitenant.platform.certs import ServingCert
+
+TEMPLATES: Final = Path(__file__).resolve().parent.parent / "templates"
+NAME_MAX: Final = 63
+CRONJOB_NAME_MAX: Final = 52
+DEFAULT_MAX_EXPIRATION_DAYS: Final = 90
+DEFAULT_OIDC_TTL: Final = 300
+MAAS_API_PORT: Final = 8443
+# Request paths the maas-api route serves; everything else on the Gateway is denied by default.
+ROUTE_PREFIXES: Final = ("/v1/models", "/v1/subscriptions", "/v1/api-keys")
+API_PREFIX: Final = "/maas-api"
+SHARED_CLUSTER_ROLE: Final = "maas-api"
+DEFAULT_GATEWAY_AUTH_POLICY: Final = "maas-gateway-auth"
+
+
+class RenderError(ValueError):
+    """The context cannot produce valid objects (e.g. a name over its kind's limit)."""
+
+
+@dataclass(frozen=True)
+class OIDC:
+    issuer_url: str
+    client_id: str
+    ttl: int = DEFAULT_OIDC_TTL
+
+
+@dataclass(frozen=True)
+class PlatformContext:
+    """Everything one tenant's platform is rendered from."""
+
+    tenant: str  # the AITenant name; models-as-a-service for the default tenant
+    tenant_namespace: str
+    aitenant_namespace: str
+    infra_namespace: str
+    gateway_namespace: str
+    gateway_name: str
+    default_gateway_name: str  # --gateway-name
+    controller_namespace: str
+    image: str
+    cleanup_image: str
+    replicas: int
+    serving_cert: ServingCert
+    cronjob_api_version: str = kinds.CRONJOB_V1.api_version
+    max_expiration_days: int = DEFAULT_MAX_EXPIRATION_DAYS
+    oidc: OIDC | None = None
+    telemetry: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.tenant == contract.DEFAULT_TENANT_NAME
+
+
+@dataclass(frozen=True)
+class PlatformNames:
+    api: str  # ServiceAccount, Deployment, Service, NetworkPolicy, ClusterRoleBinding
+    serving_cert: str
+    route: str
+    auth_policy: str
+    cleanup: str
+    rate_limit: str
+    telemetry: str
+    gateway_auth: str | None  # None: the tenant must not touch the Gateway's AuthPolicy
+
+
+def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> PlatformNames:
+    suffix = naming.tenant_suffix(tenant)
+    is_default = not suffix
+    if is_default:
+        gateway_auth: str | None = DEFAULT_GATEWAY_AUTH_POLICY
+    elif gateway_name == default_gateway_name:
+        # A non-default tenant on the default Gateway leaves maas-gateway-auth alone (upstream).
+        gateway_auth = None
+    else:
+        gateway_auth = f"{gateway_name}-maas-auth"
+    return PlatformNames(
+        api=f"maas-api{suffix}",
+        serving_cert=f"maas-api{suffix}-serving-cert",
+        route=f"maas-api-route{suffix}",
+        auth_policy=f"maas-api-auth-policy{suffix}",
+        cleanup=(
+            "maas-api-key-cleanup"
+            if is_default
+            else naming.bounded_name("maas-api-key-cleanup-", tenant, "", CRONJOB_NAME_MAX)
+        ),
+        rate_limit=f"gateway-default-deny{suffix}",
+        telemetry=f"maas-telemetry{suffix}",
+        gateway_auth=gateway_auth,
+    )
+
+
+def tracking_labels(tenant: str, tenant_namespace: str) -> dict[str, str]:
+    """The prune selector: every platform object of one tenant, and nothing else."""
+    return {
+        contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE,
+        contract.LABEL_TENANT_NAME: tenant,
+        contract.LABEL_TENANT_NAMESPACE: tenant_namespace,
+    }
+
+
+def common_labels(ctx: PlatformContext) -> dict[str, str]:
+    return {
+        contract.LABEL_APP_NAME: "maas-api",
+        contract.LABEL_COMPONENT: "api",
+        contract.LABEL_PART_OF: contract.PLATFORM_PART_OF_VALUE,
+        **tracking_labels(ctx.tenant, ctx.tenant_namespace),
+    }
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """One rendered object; ``create_only`` objects are created when missing, never updated."""
+
+    obj: dict[str, Any]
+    create_only: bool = False
+
+    @property
+    def kind(self) -> kinds.Kind:
+        return kinds.kind_of(self.obj)
+
+    @property
+    def name(self) -> str:
+        return self.obj["metadata"]["name"]
+
+    @property
+    def namespace(self) -> str | None:
+        return self.obj["metadata"].get("namespace")
+
+    @property
+    def ref(self) -> Ref:
+        return ref_of(self.obj)
+
+    def __str__(self) -> str:
+        ns = f"{self.namespace}/" if self.namespace else ""
+        return f"{self.kind.kind} {ns}{self.name}"
+
+
+# (group, kind, namespace, name): the identity of an object whatever API version serves it.
+Ref = tuple[str, str, str, str]
+
+
+def ref_of(obj: dict[str, Any]) -> Ref:
+    group = obj["apiVersion"].rpartition("/")[0]
+    meta = obj["metadata"]
+    return (group, obj["kind"], meta.get("namespace") or "", meta["name"])
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(TEMPLATES),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    env.filters["to_json"] = lambda value: json.dumps(value)
+    return env
+
+
+_ENV: Final = _environment()
+
+# Template file → whether its object is create-only. Order is apply order: the Secret and the
+# ServiceAccount exist before the Deployment that mounts and runs as them.
+TEMPLATE_FILES: Final = (
+    ("serviceaccount.yaml.j2", False),
+    ("serving-cert-secret.yaml.j2", False),
+    ("deployment.yaml.j2", False),
+    ("service.yaml.j2", False),
+    ("networkpolicy.yaml.j2", False),
+    ("clusterrolebinding.yaml.j2", False),
+    ("httproute.yaml.j2", False),
+    ("authpolicy.yaml.j2", False),
+    ("cronjob.yaml.j2", False),
+    ("tokenratelimitpolicy.yaml.j2", False),
+    ("gateway-authpolicy.yaml.j2", True),
+    ("telemetrypolicy.yaml.j2", False),
+)
+
+
+def template_variables(ctx: PlatformContext) -> dict[str, Any]:
+    names = names_for(ctx.tenant, ctx.gateway_name, ctx.default_gateway_name)
+    selector = {
+        contract.LABEL_APP_NAME: "maas-api",
+        contract.LABEL_TENANT_INSTANCE: names.api,
+    }
+    infra = ctx.infra_namespace
+    return {
+        "ctx": ctx,
+        "names": names,
+        "selector": selector,
+        "pod_labels": {**common_labels(ctx), **selector},
+        "cleanup_pod_labels": {
+            **common_labels(ctx),
+            contract.LABEL_APP_NAME: "maas-api-cleanup",
+            contract.LABEL_COMPONENT: "cleanup",
+            contract.LABEL_TENANT_INSTANCE: names.cleanup,
+        },
+        "cert_annotation": contract.ANNOTATION_SERVING_CERT_SHA256,
+        "port": MAAS_API_PORT,
+        "route_prefixes": ROUTE_PREFIXES,
+        "api_prefix": API_PREFIX,
+        "gateway_prefixes": (API_PREFIX, *ROUTE_PREFIXES),
+        "cluster_role": SHARED_CLUSTER_ROLE,
+        "internal_url": f"https://{names.api}.{infra}.svc.cluster.local:{MAAS_API_PORT}",
+        "cleanup_url": (
+            f"https://{names.api}.{infra}.svc:{MAAS_API_PORT}/internal/v1/api-keys/cleanup"
+        ),
+        # CEL string literals (JSON string syntax is valid CEL for these values).
+        "tenant_literal": json.dumps(ctx.tenant),
+        "oidc_issuer_literal": json.dumps(ctx.oidc.issuer_url if ctx.oidc else ""),
+        "oidc_client_literal": json.dumps(ctx.oidc.client_id if ctx.oidc else ""),
+    }
+
+
+def render(ctx: PlatformContext) -> list[Manifest]:
+    """The tenant's objects in apply order; RenderError if any would be invalid."""
+    variables = template_variables(ctx)
+    labels = common_labels(ctx)
+    manifests: list[Manifest] = []
+    for filename, create_only in TEMPLATE_FILES:
+        text = _ENV.get_template(filename).render(variables)
+        for doc in yaml.safe_load_all(text):
+            if not doc:
+                continue
+            meta = doc.setdefault("metadata", {})
+            meta["labels"] = {**labels, **(meta.get("labels") or {})}
+            manifest = Manifest(doc, create_only=create_only)
+            check_name(manifest)
+            manifests.append(manifest)
+    return manifests
+
+
+def name_limit(kind: kinds.Kind) -> int:
+    return CRONJOB_NAME_MAX if kind.kind == "CronJob" else NAME_MAX
+
+
+def check_name(manifest: Manifest) -> None:
+    name, limit = manifest.name, name_limit(manifest.kind)
+    if len(name) > limit:
+        raise RenderError(
+            f'{manifest.kind.kind} name "{name}" is {len(name)} characters; the limit is {limit}'
+        )
+    if errors := naming.dns1123_label_errors(name):
+        raise RenderError(f'{manifest.kind.kind} name "{name}" is invalid: {"; ".join(errors)}')

@@ -1,0 +1,400 @@
+"""The tenant platform on a real API server (decisions D5, D6, D9; upstream §3.6, §5.4).
+
+No kubelet runs here: the session's ``availability`` fixture marks each maas-api Deployment
+Available the way the deployment controller would, unless a test holds its tenant back.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+from typing import Any, cast
+
+import pytest
+from cryptography import x509
+from lightkube import ApiError, AsyncClient
+from lightkube.resources.core_v1 import Namespace
+from lightkube.types import PatchType
+
+from aitenant import contract
+from aitenant.platform import kinds
+from aitenant.reconcilers.tenant_config import TenantConfigReconciler
+from aitenant.resources import AITenant, MaasTenantConfig
+from aitenant.runtime.controller import Key
+from aitenant.runtime.metrics import WRITE_VERBS
+from aitenant.testing import samples
+from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.maas_api import FakeMaasApi
+
+from .conftest import (
+    AITENANT_NS,
+    GATEWAY_NS,
+    INFRA_NS,
+    Names,
+    RunningController,
+    e2e_settings,
+    eventually,
+    make_tenant,
+    ready,
+    wait_phase,
+)
+
+pytestmark = pytest.mark.e2e
+
+CONFIG = "default-tenant"
+# Where a tenant's platform objects live (CronJob: this 1.20 server serves only v1beta1).
+SCOPES: list[tuple[kinds.Kind, str | None]] = [
+    (kinds.SERVICE_ACCOUNT, INFRA_NS),
+    (kinds.SECRET, INFRA_NS),
+    (kinds.DEPLOYMENT, INFRA_NS),
+    (kinds.SERVICE, INFRA_NS),
+    (kinds.NETWORK_POLICY, INFRA_NS),
+    (kinds.HTTP_ROUTE, INFRA_NS),
+    (kinds.AUTH_POLICY, INFRA_NS),
+    (kinds.CRONJOB_V1BETA1, INFRA_NS),
+    (kinds.TOKEN_RATE_LIMIT_POLICY, GATEWAY_NS),
+    (kinds.AUTH_POLICY, GATEWAY_NS),
+    (kinds.TELEMETRY_POLICY, GATEWAY_NS),
+    (kinds.CLUSTER_ROLE_BINDING, None),
+]
+
+
+async def get(kube: AsyncClient, kind: kinds.Kind, name: str, namespace: str | None) -> Any:
+    if kind.namespaced:
+        return dict(await kube.get(kind.resource, name, namespace=namespace))
+    return dict(await kube.get(kind.resource, name))
+
+
+async def absent(kube: AsyncClient, kind: kinds.Kind, name: str, namespace: str | None) -> bool:
+    try:
+        await get(kube, kind, name, namespace)
+    except ApiError as exc:
+        return exc.status.code == 404
+    return False
+
+
+async def platform_of(kube: AsyncClient, tenant: str) -> set[tuple[str, str, str]]:
+    """(kind, namespace, name) of every object carrying the tenant's tracking labels."""
+    found = set()
+    for kind, namespace in SCOPES:
+        labels: dict[str, Any] = {contract.LABEL_TENANT_NAME: tenant}
+        if kind.namespaced:
+            listing = kube.list(kind.resource, namespace=namespace, labels=labels)
+        else:
+            listing = kube.list(kind.resource, labels=labels)
+        async for obj in listing:
+            found.add((kind.kind, obj["metadata"].get("namespace", ""), obj["metadata"]["name"]))
+    return found
+
+
+async def get_config(kube: AsyncClient, tenant: str) -> dict[str, Any]:
+    return dict(await kube.get(MaasTenantConfig, CONFIG, namespace=f"ai-tenant-{tenant}"))
+
+
+def reconciler_of(controller: RunningController) -> TenantConfigReconciler:
+    assert controller.app is not None
+    bound: Any = controller.app.config_controller.reconcile
+    return cast(TenantConfigReconciler, bound.__self__)
+
+
+async def reconcile_config(controller: RunningController, tenant: str) -> None:
+    assert controller.app is not None
+    await controller.app.config_controller.process(Key(f"ai-tenant-{tenant}", CONFIG))
+
+
+def expected_platform(tenant: str) -> set[tuple[str, str, str]]:
+    return {
+        ("ServiceAccount", INFRA_NS, f"maas-api-{tenant}"),
+        ("Secret", INFRA_NS, f"maas-api-{tenant}-serving-cert"),
+        ("Deployment", INFRA_NS, f"maas-api-{tenant}"),
+        ("Service", INFRA_NS, f"maas-api-{tenant}"),
+        ("NetworkPolicy", INFRA_NS, f"maas-api-{tenant}"),
+        ("HTTPRoute", INFRA_NS, f"maas-api-route-{tenant}"),
+        ("AuthPolicy", INFRA_NS, f"maas-api-auth-policy-{tenant}"),
+        ("CronJob", INFRA_NS, f"maas-api-key-cleanup-{tenant}"),
+        ("TokenRateLimitPolicy", GATEWAY_NS, f"gateway-default-deny-{tenant}"),
+        ("AuthPolicy", GATEWAY_NS, f"{tenant}-maas-auth"),
+        ("ClusterRoleBinding", "", f"maas-api-{tenant}"),
+    }
+
+
+async def test_platform_is_rendered_and_the_config_reports_ready(
+    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
+) -> None:
+    name = unique("platform")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+
+    assert await platform_of(kube, name) == expected_platform(name)
+    for kind, namespace, obj_name in expected_platform(name):
+        k = next(k for k, _ in SCOPES if k.kind == kind)
+        obj = await get(kube, k, obj_name, namespace or None)
+        meta = obj["metadata"]
+        labels = meta["labels"]
+        assert labels["app.kubernetes.io/part-of"] == "models-as-a-service"
+        assert labels["app.kubernetes.io/managed-by"] == "aitenant-controller"
+        assert labels["maas.opendatahub.io/tenant-name"] == name
+        assert labels["maas.opendatahub.io/tenant-namespace"] == tns
+        assert not meta.get("ownerReferences")  # cross-namespace: labels only (D6)
+
+    # The CronJob API version came from discovery: Kubernetes 1.20 has no batch/v1 CronJob.
+    cronjob = await get(kube, kinds.CRONJOB_V1BETA1, f"maas-api-key-cleanup-{name}", INFRA_NS)
+    assert cronjob["apiVersion"] == "batch/v1beta1"
+    assert reconciler_of(controller).discovery is not None
+    assert await reconciler_of(controller).discovery.cronjob_kind() == kinds.CRONJOB_V1BETA1  # type: ignore[union-attr]
+
+    # Written by field manager aitenant-controller through server-side apply.
+    deployment = await get(kube, kinds.DEPLOYMENT, f"maas-api-{name}", INFRA_NS)
+    managers = {m["manager"]: m["operation"] for m in deployment["metadata"]["managedFields"]}
+    assert managers["aitenant-controller"] == "Apply"
+    route = await get(kube, kinds.HTTP_ROUTE, f"maas-api-route-{name}", INFRA_NS)
+    assert route["spec"]["parentRefs"][0]["name"] == name
+
+    # The serving certificate (D9): signed by the CA the controller was given, right names.
+    secret = await get(kube, kinds.SECRET, f"maas-api-{name}-serving-cert", INFRA_NS)
+    cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+    ca = x509.load_pem_x509_certificate(maas_api.ca_file.read_bytes())
+    cert.verify_directly_issued_by(ca)
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    assert san.get_values_for_type(x509.DNSName) == [
+        f"maas-api-{name}.{INFRA_NS}.svc",
+        f"maas-api-{name}.{INFRA_NS}.svc.cluster.local",
+    ]
+
+    config = await get_config(kube, name)
+    assert contract.TENANT_CONFIG_FINALIZER in config["metadata"]["finalizers"]
+    status = config["status"]
+    assert status["phase"] == "Active"
+    assert status["infraNamespace"] == INFRA_NS
+    cond = ready(config)
+    assert (cond["status"], cond["reason"], cond["message"]) == (
+        "True",
+        "Reconciled",
+        "MaaS platform manifests applied and maas-api deployment is available",
+    )
+    assert cond["observedGeneration"] == config["metadata"]["generation"]
+
+
+async def test_config_is_ready_only_once_maas_api_is_available(
+    kube: AsyncClient,
+    controller: RunningController,
+    availability: samples.DeploymentAvailability,
+    unique: Names,
+) -> None:
+    name = unique("waiting")
+    availability.held.add(name)
+    try:
+        await make_tenant(kube, name)
+
+        async def waiting() -> dict[str, Any] | None:
+            config = await get_config(kube, name)
+            return config if ready(config).get("reason") == "MaaSAPINotAvailable" else None
+
+        config = await eventually(waiting)
+        assert config["status"]["phase"] == "Pending"
+        assert ready(config)["status"] == "False"
+        assert ready(config)["message"] == (
+            f"waiting for Deployment {INFRA_NS}/maas-api-{name} to become available"
+        )
+        await wait_phase(kube, name, "Pending", "TenantConfigNotReady")
+        await asyncio.sleep(0.5)
+        assert (await get_config(kube, name))["status"]["phase"] == "Pending"
+    finally:
+        loop = asyncio.get_running_loop()
+        released = loop.time()
+        await availability.release(name)
+    await wait_phase(kube, name, "Active")
+    # Noticed through the Deployment watch, not a periodic requeue (30 s).
+    assert loop.time() - released < 5
+
+
+async def test_user_edit_of_the_deployment_is_reverted(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("drift")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    deployment = f"maas-api-{name}"
+    await kube.patch(
+        kinds.DEPLOYMENT.resource,
+        deployment,
+        {"spec": {"replicas": 4, "template": {"spec": {"serviceAccountName": "default"}}}},
+        namespace=INFRA_NS,
+        patch_type=PatchType.MERGE,
+        field_manager="kubectl-edit",
+    )
+
+    async def reverted() -> bool:
+        obj = await get(kube, kinds.DEPLOYMENT, deployment, INFRA_NS)
+        spec = obj["spec"]
+        return spec["replicas"] == 1 and spec["template"]["spec"]["serviceAccountName"] == (
+            deployment
+        )
+
+    await eventually(reverted, timeout=10)
+
+
+async def test_unmanaged_object_is_kept_as_edited(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("optout")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    route = f"maas-api-route-{name}"
+    await kube.patch(
+        kinds.HTTP_ROUTE.resource,
+        route,
+        {
+            "metadata": {"annotations": {"opendatahub.io/managed": "false"}},
+            "spec": {"rules": [{"backendRefs": [{"name": "my-own-backend", "port": 8080}]}]},
+        },
+        namespace=INFRA_NS,
+        patch_type=PatchType.MERGE,
+        field_manager="kubectl-edit",
+    )
+    before = await get(kube, kinds.HTTP_ROUTE, route, INFRA_NS)
+    await reconcile_config(controller, name)
+    # A spec edit of the config also re-renders everything; the route is still left alone.
+    await kube.patch(
+        MaasTenantConfig,
+        CONFIG,
+        {"spec": {"apiKeys": {"maxExpirationDays": 7}}},
+        namespace=f"ai-tenant-{name}",
+        patch_type=PatchType.MERGE,
+    )
+
+    async def rolled() -> bool:
+        obj = await get(kube, kinds.DEPLOYMENT, f"maas-api-{name}", INFRA_NS)
+        env = obj["spec"]["template"]["spec"]["containers"][0]["env"]
+        return {"name": "API_KEY_MAX_EXPIRATION_DAYS", "value": "7"} in env
+
+    await eventually(rolled)
+    after = await get(kube, kinds.HTTP_ROUTE, route, INFRA_NS)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["spec"]["rules"] == [{"backendRefs": [{"name": "my-own-backend", "port": 8080}]}]
+
+
+async def test_telemetry_turned_off_prunes_the_telemetry_policy(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("telemetry")
+    tns = f"ai-tenant-{name}"
+    policy = f"maas-telemetry-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    assert await absent(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS)
+    for enabled in (True, False):
+        await kube.patch(
+            MaasTenantConfig,
+            CONFIG,
+            {"spec": {"telemetry": {"enabled": enabled}}},
+            namespace=tns,
+            patch_type=PatchType.MERGE,
+        )
+
+        async def rendered(enabled: bool = enabled) -> bool:
+            return await absent(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS) is not enabled
+
+        await eventually(rendered)
+    assert await platform_of(kube, name) == expected_platform(name)
+
+
+async def test_oidc_change_re_renders_the_auth_policy(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("oidc")
+    policy = f"maas-api-auth-policy-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    spec = (await get(kube, kinds.AUTH_POLICY, policy, INFRA_NS))["spec"]
+    assert "oidc-identities" not in spec["rules"]["authentication"]
+    issuer = f"https://keycloak.example.com/realms/{name}"
+    await kube.patch(
+        AITenant,
+        name,
+        {"spec": {"oidc": {"issuerUrl": issuer, "clientId": f"{name}-maas", "ttl": 120}}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+
+    async def has_oidc() -> bool:
+        spec = (await get(kube, kinds.AUTH_POLICY, policy, INFRA_NS))["spec"]
+        jwt = spec["rules"]["authentication"].get("oidc-identities", {}).get("jwt")
+        return jwt == {"issuerUrl": issuer, "ttl": 120}
+
+    await eventually(has_oidc)
+
+
+async def test_reconciling_an_unchanged_tenant_writes_nothing(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("steady")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    await asyncio.sleep(0.5)  # let the informers see our last writes
+    reconciler = reconciler_of(controller)
+    writes = controller.metrics.api_count(WRITE_VERBS)
+    gets = controller.metrics.api_count(("GET",))
+    await reconcile_config(controller, name)
+    assert controller.metrics.api_count(WRITE_VERBS) == writes
+    assert reconciler.last_writes[Key(f"ai-tenant-{name}", CONFIG)] == 0
+    reads = controller.metrics.api_count(("GET",)) - gets
+    print(f"unchanged tenant: 0 server-side applies, {reads:.0f} GETs per reconcile")
+    assert reads <= 16
+
+
+async def test_two_tenants_are_disjoint_and_deletion_removes_only_its_own(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    first, second = unique("left"), unique("right")
+    for name in (first, second):
+        await make_tenant(kube, name)
+    for name in (first, second):
+        await wait_phase(kube, name, "Active")
+    mine, theirs = await platform_of(kube, first), await platform_of(kube, second)
+    assert mine == expected_platform(first)
+    assert theirs == expected_platform(second)
+    assert not mine & theirs
+
+    await kube.delete(AITenant, first, namespace=AITENANT_NS)
+
+    async def cleaned() -> bool:
+        return await platform_of(kube, first) == set()
+
+    await eventually(cleaned, timeout=20)
+    assert await platform_of(kube, second) == theirs
+    # The tenant namespace is released, never deleted.
+    ns = await kube.get(Namespace, f"ai-tenant-{first}")
+    assert ns.metadata is not None
+    assert ns.metadata.deletionTimestamp is None
+
+
+async def test_missing_db_secret_is_reported(
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    controller: RunningController,
+    maas_api: FakeMaasApi,
+    unique: Names,
+) -> None:
+    name = unique("nodb")
+    await controller.stop()
+    other = RunningController(cluster, e2e_settings(maas_api, maas_api_db_secret="absent-db"))
+    await other.start()
+    try:
+        await make_tenant(kube, name)
+
+        async def reported() -> dict[str, Any] | None:
+            config = await get_config(kube, name)
+            return config if ready(config).get("reason") == "DependencyMissing" else None
+
+        config = await eventually(reported)
+        assert ready(config)["message"] == (
+            f"Secret {INFRA_NS}/absent-db not found: maas-api reads DB_CONNECTION_URL from it "
+            "(--maas-api-db-secret)"
+        )
+        assert await platform_of(kube, name) == set()
+    finally:
+        await other.stop()
+        await controller.start()
+    await wait_phase(kube, name, "Active")

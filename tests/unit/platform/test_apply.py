@@ -1,0 +1,98 @@
+"""When an apply is needed at all: ``covers`` decides whether the live copy already matches."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from aitenant.platform.apply import covers, is_unmanaged
+
+DESIRED: dict[str, Any] = {
+    "apiVersion": "apps/v1",
+    "kind": "Deployment",
+    "metadata": {"name": "maas-api-a", "labels": {"app.kubernetes.io/name": "maas-api"}},
+    "spec": {
+        "replicas": 1,
+        "template": {
+            "spec": {
+                "containers": [
+                    {
+                        "name": "maas-api",
+                        "image": "maas-api:v1",
+                        "env": [
+                            {"name": "SECURE", "value": "true"},
+                            {
+                                "name": "NAMESPACE",
+                                "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                            },
+                        ],
+                        "securityContext": {"capabilities": {"drop": ["ALL"]}},
+                    }
+                ]
+            }
+        },
+    },
+}
+
+
+def live_copy() -> dict[str, Any]:
+    """DESIRED as the API server returns it: metadata and defaults added."""
+    live = copy.deepcopy(DESIRED)
+    live["metadata"].update({"uid": "u", "resourceVersion": "7", "generation": 2})
+    live["metadata"]["labels"]["extra"] = "kept"
+    container = live["spec"]["template"]["spec"]["containers"][0]
+    container["terminationMessagePath"] = "/dev/termination-log"
+    container["env"][1]["valueFrom"]["fieldRef"]["apiVersion"] = "v1"
+    live["status"] = {"replicas": 1}
+    return live
+
+
+def test_server_defaults_and_extra_metadata_still_cover() -> None:
+    assert covers(live_copy(), DESIRED)
+
+
+def test_a_changed_value_is_drift() -> None:
+    live = live_copy()
+    live["spec"]["template"]["spec"]["containers"][0]["image"] = "maas-api:hacked"
+    assert not covers(live, DESIRED)
+    live = live_copy()
+    live["spec"]["replicas"] = 5
+    assert not covers(live, DESIRED)
+    live = live_copy()
+    del live["metadata"]["labels"]["app.kubernetes.io/name"]
+    assert not covers(live, DESIRED)
+
+
+def test_named_lists_match_by_name_and_tolerate_additions() -> None:
+    live = live_copy()
+    env = live["spec"]["template"]["spec"]["containers"][0]["env"]
+    env.insert(0, {"name": "ADDED_BY_SOMEONE", "value": "x"})  # another manager's entry
+    assert covers(live, DESIRED)
+    env[1]["value"] = "false"
+    assert not covers(live, DESIRED)
+
+
+def test_other_lists_compare_element_by_element() -> None:
+    live = live_copy()
+    live["spec"]["template"]["spec"]["containers"][0]["securityContext"]["capabilities"]["drop"] = [
+        "ALL",
+        "NET_RAW",
+    ]
+    assert not covers(live, DESIRED)
+    assert covers({"a": [1, 2]}, {"a": [1, 2]})
+    assert not covers({"a": [2, 1]}, {"a": [1, 2]})
+    assert not covers({"a": "x"}, {"a": ["x"]})
+    assert not covers({}, {"a": {}})
+
+
+def test_unmanaged_annotation() -> None:
+    assert is_unmanaged({"metadata": {"annotations": {"opendatahub.io/managed": "false"}}})
+    assert not is_unmanaged({"metadata": {"annotations": {"opendatahub.io/managed": "true"}}})
+    assert not is_unmanaged({"metadata": {}})
+    assert not is_unmanaged(None)
+
+
+def test_objects_another_controller_owns_are_left_alone() -> None:
+    ref = {"apiVersion": "v1", "kind": "Thing", "name": "x", "uid": "u"}
+    assert is_unmanaged({"metadata": {"ownerReferences": [{**ref, "controller": True}]}})
+    assert not is_unmanaged({"metadata": {"ownerReferences": [ref]}})

@@ -1,0 +1,83 @@
+"""API discovery: the CronJob version of decision D6 and the CRDs the platform needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aitenant.platform import kinds
+from aitenant.platform.discovery import ApiDiscovery, discovery_path
+
+
+class FakeServer:
+    """Discovery documents by path, a request log, and a clock the test moves."""
+
+    def __init__(self, served: dict[str, list[str]]) -> None:
+        self.served = served
+        self.requests: list[str] = []
+        self.time = 0.0
+
+    async def fetch(self, path: str) -> dict[str, Any] | None:
+        self.requests.append(path)
+        names = self.served.get(path)
+        if names is None:
+            return None
+        return {"resources": [{"name": n} for n in names]}
+
+    def discovery(self) -> ApiDiscovery:
+        return ApiDiscovery(self.fetch, ttl_served=300, ttl_missing=10, clock=lambda: self.time)
+
+
+# What Kubernetes 1.20 serves: Jobs in batch/v1, CronJobs only in batch/v1beta1.
+KUBE_1_20 = {
+    "/apis/batch/v1": ["jobs", "jobs/status"],
+    "/apis/batch/v1beta1": ["cronjobs", "cronjobs/status"],
+}
+KUBE_1_21 = {
+    "/apis/batch/v1": ["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
+    "/apis/batch/v1beta1": ["cronjobs", "cronjobs/status"],
+}
+
+
+def test_paths() -> None:
+    assert discovery_path("v1") == "/api/v1"
+    assert discovery_path("batch/v1") == "/apis/batch/v1"
+
+
+async def test_cronjob_v1_where_served() -> None:
+    assert await FakeServer(KUBE_1_21).discovery().cronjob_kind() == kinds.CRONJOB_V1
+
+
+async def test_cronjob_v1beta1_on_kubernetes_1_20() -> None:
+    assert await FakeServer(KUBE_1_20).discovery().cronjob_kind() == kinds.CRONJOB_V1BETA1
+
+
+async def test_no_cronjob_api_at_all() -> None:
+    assert await FakeServer({"/apis/batch/v1": ["jobs"]}).discovery().cronjob_kind() is None
+
+
+async def test_subresources_do_not_count_as_served_kinds() -> None:
+    server = FakeServer({"/apis/batch/v1": ["cronjobs/status"]})
+    assert not await server.discovery().serves(kinds.CRONJOB_V1)
+
+
+async def test_served_versions_are_cached_and_missing_ones_asked_again_soon() -> None:
+    server = FakeServer({"/apis/gateway.networking.k8s.io/v1": ["gateways", "httproutes"]})
+    discovery = server.discovery()
+    assert await discovery.serves(kinds.HTTP_ROUTE)
+    assert not await discovery.serves(kinds.AUTH_POLICY)
+    assert await discovery.serves(kinds.HTTP_ROUTE)
+    assert not await discovery.serves(kinds.AUTH_POLICY)
+    assert len(server.requests) == 2
+    # The AuthPolicy CRD gets installed; noticed once the short negative TTL passes.
+    server.served["/apis/kuadrant.io/v1"] = ["authpolicies"]
+    server.time = 11
+    assert await discovery.serves(kinds.AUTH_POLICY)
+    assert await discovery.serves(kinds.HTTP_ROUTE)
+    assert server.requests == [
+        "/apis/gateway.networking.k8s.io/v1",
+        "/apis/kuadrant.io/v1",
+        "/apis/kuadrant.io/v1",
+    ]
+    server.time = 301
+    assert await discovery.serves(kinds.HTTP_ROUTE)
+    assert server.requests[-1] == "/apis/gateway.networking.k8s.io/v1"

@@ -1,0 +1,355 @@
+"""Rendering of the tenant platform (decisions D5, D6; platform-shape.md). Pure: no cluster."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import pytest
+
+from aitenant.platform.render import (
+    OIDC,
+    PlatformContext,
+    RenderError,
+    names_for,
+    render,
+)
+
+from .conftest import GATEWAY_NS, INFRA, MakeContext, default_tenant
+
+TRACKING = ("maas.opendatahub.io/tenant-name", "maas.opendatahub.io/tenant-namespace")
+
+
+def objects(ctx: PlatformContext) -> dict[tuple[str, str], dict[str, Any]]:
+    """Rendered objects by (kind, name)."""
+    return {(m.kind.kind, m.name): m.obj for m in render(ctx)}
+
+
+def one(ctx: PlatformContext, kind: str, namespace: str | None = None) -> dict[str, Any]:
+    found = [
+        m.obj
+        for m in render(ctx)
+        if m.kind.kind == kind and (namespace is None or m.namespace == namespace)
+    ]
+    assert len(found) == 1, [m.obj["metadata"]["name"] for m in render(ctx)]
+    return found[0]
+
+
+def env_of(deployment: dict[str, Any]) -> dict[str, Any]:
+    container = deployment["spec"]["template"]["spec"]["containers"][0]
+    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+
+
+def test_non_default_tenant_names_and_namespaces(make_ctx: MakeContext) -> None:
+    rendered = {(m.kind.kind, m.namespace, m.name) for m in render(make_ctx())}
+    assert rendered == {
+        ("ServiceAccount", INFRA, "maas-api-red-team"),
+        ("Secret", INFRA, "maas-api-red-team-serving-cert"),
+        ("Deployment", INFRA, "maas-api-red-team"),
+        ("Service", INFRA, "maas-api-red-team"),
+        ("NetworkPolicy", INFRA, "maas-api-red-team"),
+        ("ClusterRoleBinding", None, "maas-api-red-team"),
+        ("HTTPRoute", INFRA, "maas-api-route-red-team"),
+        ("AuthPolicy", INFRA, "maas-api-auth-policy-red-team"),
+        ("CronJob", INFRA, "maas-api-key-cleanup-red-team"),
+        ("TokenRateLimitPolicy", GATEWAY_NS, "gateway-default-deny-red-team"),
+        ("AuthPolicy", GATEWAY_NS, "red-team-maas-auth"),
+    }
+
+
+def test_default_tenant_keeps_the_legacy_unsuffixed_names(make_ctx: MakeContext) -> None:
+    rendered = {(m.kind.kind, m.namespace, m.name) for m in render(default_tenant(make_ctx))}
+    assert rendered == {
+        ("ServiceAccount", INFRA, "maas-api"),
+        ("Secret", INFRA, "maas-api-serving-cert"),
+        ("Deployment", INFRA, "maas-api"),
+        ("Service", INFRA, "maas-api"),
+        ("NetworkPolicy", INFRA, "maas-api"),
+        ("ClusterRoleBinding", None, "maas-api"),
+        ("HTTPRoute", INFRA, "maas-api-route"),
+        ("AuthPolicy", INFRA, "maas-api-auth-policy"),
+        ("CronJob", INFRA, "maas-api-key-cleanup"),
+        ("TokenRateLimitPolicy", GATEWAY_NS, "gateway-default-deny"),
+        ("AuthPolicy", GATEWAY_NS, "maas-gateway-auth"),
+    }
+    env = env_of(one(default_tenant(make_ctx), "Deployment"))
+    assert env["TENANT_NAME"] == "models-as-a-service"
+    assert env["MAAS_SUBSCRIPTION_NAMESPACE"] == "models-as-a-service"
+
+
+def test_non_default_tenant_on_the_default_gateway_leaves_its_auth_policy_alone(
+    make_ctx: MakeContext,
+) -> None:
+    ctx = make_ctx(gateway_name="maas-default-gateway")
+    assert [
+        m for m in render(ctx) if m.namespace == GATEWAY_NS and m.kind.kind == "AuthPolicy"
+    ] == []
+    assert (
+        names_for("red-team", "maas-default-gateway", "maas-default-gateway").gateway_auth is None
+    )
+
+
+def test_only_the_gateway_auth_policy_is_create_only(make_ctx: MakeContext) -> None:
+    create_only = [str(m) for m in render(make_ctx()) if m.create_only]
+    assert create_only == [f"AuthPolicy {GATEWAY_NS}/red-team-maas-auth"]
+
+
+@pytest.mark.parametrize("default", [False, True])
+def test_every_object_carries_the_common_and_tracking_labels(
+    make_ctx: MakeContext, default: bool
+) -> None:
+    ctx = default_tenant(make_ctx) if default else make_ctx()
+    for manifest in render(ctx):
+        labels = manifest.obj["metadata"]["labels"]
+        assert labels["app.kubernetes.io/part-of"] == "models-as-a-service", manifest
+        assert labels["app.kubernetes.io/managed-by"] == "aitenant-controller", manifest
+        assert labels["app.kubernetes.io/name"] == "maas-api", manifest
+        assert labels["maas.opendatahub.io/tenant-name"] == ctx.tenant, manifest
+        assert labels["maas.opendatahub.io/tenant-namespace"] == ctx.tenant_namespace, manifest
+        assert "ownerReferences" not in manifest.obj["metadata"], manifest  # D6
+
+
+def test_gateway_auth_policy_is_labelled_as_gateway_auth(make_ctx: MakeContext) -> None:
+    policy = one(make_ctx(), "AuthPolicy", GATEWAY_NS)
+    assert policy["metadata"]["labels"]["app.kubernetes.io/component"] == "gateway-auth"
+    assert policy["spec"]["targetRef"] == {
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+        "name": "red-team",
+    }
+
+
+def test_deployment(make_ctx: MakeContext, serving: Any) -> None:
+    ctx = make_ctx(replicas=3, max_expiration_days=30)
+    deployment = one(ctx, "Deployment")
+    spec = deployment["spec"]
+    assert spec["replicas"] == 3
+    selector = spec["selector"]["matchLabels"]
+    assert selector == {
+        "app.kubernetes.io/name": "maas-api",
+        "maas.opendatahub.io/tenant-instance": "maas-api-red-team",
+    }
+    pod = spec["template"]
+    assert selector.items() <= pod["metadata"]["labels"].items()
+    assert pod["metadata"]["annotations"] == {
+        "maas.opendatahub.io/serving-cert-sha256": serving.fingerprint
+    }
+    assert pod["spec"]["serviceAccountName"] == "maas-api-red-team"
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "quay.io/opendatahub/maas-api:v1"
+    assert container["ports"] == [{"name": "https", "containerPort": 8443, "protocol": "TCP"}]
+    assert env_of(deployment) == {
+        "SECURE": "true",
+        "TLS_CERT": "/etc/maas-api/tls/tls.crt",
+        "TLS_KEY": "/etc/maas-api/tls/tls.key",
+        "NAMESPACE": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+        "MAAS_SUBSCRIPTION_NAMESPACE": "ai-tenant-red-team",
+        "METRICS_PORT": "9090",
+        "GATEWAY_NAMESPACE": GATEWAY_NS,
+        "GATEWAY_NAME": "red-team",
+        "API_KEY_MAX_EXPIRATION_DAYS": "30",
+        "TENANT_NAME": "red-team",
+        "AITENANT_NAME": "red-team",
+        "AITENANT_NAMESPACE": "ai-tenants",
+    }
+    for probe, delay in (("livenessProbe", 30), ("readinessProbe", 5)):
+        assert container[probe]["httpGet"] == {
+            "path": "/health",
+            "port": "https",
+            "scheme": "HTTPS",
+        }
+        assert container[probe]["initialDelaySeconds"] == delay
+    assert container["securityContext"]["readOnlyRootFilesystem"] is True
+    assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
+    assert container["volumeMounts"] == [
+        {"name": "maas-api-tls", "mountPath": "/etc/maas-api/tls", "readOnly": True}
+    ]
+    assert pod["spec"]["volumes"] == [
+        {"name": "maas-api-tls", "secret": {"secretName": "maas-api-red-team-serving-cert"}}
+    ]
+
+
+def test_service_and_serving_secret(make_ctx: MakeContext, serving: Any) -> None:
+    service = one(make_ctx(), "Service")
+    assert service["spec"]["ports"] == [
+        {"name": "https", "port": 8443, "targetPort": "https", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"]["maas.opendatahub.io/tenant-instance"] == (
+        "maas-api-red-team"
+    )
+    secret = one(make_ctx(), "Secret")
+    assert secret["type"] == "kubernetes.io/tls"
+    assert secret["data"] == serving.secret_data()
+
+
+def test_route_attaches_to_the_tenant_gateway(make_ctx: MakeContext) -> None:
+    route = one(make_ctx(), "HTTPRoute")
+    assert route["spec"]["parentRefs"] == [
+        {
+            "group": "gateway.networking.k8s.io",
+            "kind": "Gateway",
+            "name": "red-team",
+            "namespace": GATEWAY_NS,
+        }
+    ]
+    rules = route["spec"]["rules"]
+    prefixes = [r["matches"][0]["path"]["value"] for r in rules]
+    assert prefixes == ["/v1/models", "/v1/subscriptions", "/v1/api-keys", "/maas-api"]
+    for rule in rules:
+        assert rule["backendRefs"] == [{"name": "maas-api-red-team", "port": 8443}]
+    assert rules[-1]["filters"] == [
+        {
+            "type": "URLRewrite",
+            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
+        }
+    ]
+
+
+def test_auth_policy_without_oidc(make_ctx: MakeContext) -> None:
+    policy = one(make_ctx(), "AuthPolicy", INFRA)
+    spec = policy["spec"]
+    assert spec["targetRef"]["kind"] == "HTTPRoute"
+    assert spec["targetRef"]["name"] == "maas-api-route-red-team"
+    assert set(spec["rules"]["authentication"]) == {"api-keys", "kubernetes-tokens"}
+    assert "oidc-client" not in spec["rules"]["authorization"]
+    callback = spec["rules"]["metadata"]["api-key-validation"]["http"]
+    assert callback["url"] == (
+        f"https://maas-api-red-team.{INFRA}.svc.cluster.local:8443/internal/v1/api-keys/validate"
+    )
+    assert callback["method"] == "POST"
+    assert "/maas-api/health" in spec["when"][0]["predicate"]
+    headers = spec["rules"]["response"]["success"]["headers"]
+    assert set(headers) == {"X-MaaS-Username", "X-MaaS-Group", "X-MaaS-Subscription"}
+
+
+def test_auth_policy_with_oidc(make_ctx: MakeContext) -> None:
+    oidc = OIDC("https://keycloak.example.com/realms/red-team", "red-team-maas", ttl=600)
+    spec = one(make_ctx(oidc=oidc), "AuthPolicy", INFRA)["spec"]
+    jwt = spec["rules"]["authentication"]["oidc-identities"]["jwt"]
+    assert jwt == {"issuerUrl": "https://keycloak.example.com/realms/red-team", "ttl": 600}
+    client_rule = spec["rules"]["authorization"]["oidc-client"]
+    assert '"https://keycloak.example.com/realms/red-team"' in client_rule["when"][0]["predicate"]
+    assert '"red-team-maas"' in client_rule["patternMatching"]["patterns"][0]["predicate"]
+
+
+def test_values_cannot_change_the_document_structure(make_ctx: MakeContext) -> None:
+    hostile = 'https://evil.example.com/"\n  injected: true\n#'
+    spec = one(make_ctx(oidc=OIDC(hostile, "x")), "AuthPolicy", INFRA)["spec"]
+    assert spec["rules"]["authentication"]["oidc-identities"]["jwt"]["issuerUrl"] == hostile
+    assert "injected" not in spec
+
+
+@pytest.mark.parametrize(
+    ("api_version"),
+    ["batch/v1", "batch/v1beta1"],
+)
+def test_cronjob(make_ctx: MakeContext, api_version: str) -> None:
+    cronjob = one(make_ctx(cronjob_api_version=api_version), "CronJob")
+    assert cronjob["apiVersion"] == api_version
+    spec = cronjob["spec"]
+    assert spec["schedule"] == "*/15 * * * *"
+    assert spec["concurrencyPolicy"] == "Forbid"
+    assert (spec["successfulJobsHistoryLimit"], spec["failedJobsHistoryLimit"]) == (3, 3)
+    job = spec["jobTemplate"]["spec"]
+    assert (job["activeDeadlineSeconds"], job["backoffLimit"]) == (60, 2)
+    pod = job["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False
+    container = pod["containers"][0]
+    assert container["image"] == "docker.io/curlimages/curl:8.11.1"
+    assert container["args"][-1] == (
+        f"https://maas-api-red-team.{INFRA}.svc:8443/internal/v1/api-keys/cleanup"
+    )
+    assert "/etc/maas-api/ca/ca.crt" in container["args"]
+    assert pod["volumes"][0]["secret"]["secretName"] == "maas-api-red-team-serving-cert"
+    labels = job["template"]["metadata"]["labels"]
+    assert labels["maas.opendatahub.io/tenant-instance"] == "maas-api-key-cleanup-red-team"
+
+
+def test_forty_one_character_tenant_fits_every_limit(make_ctx: MakeContext) -> None:
+    tenant = "a" * 20 + "-" + "b" * 20
+    assert len(tenant) == 41
+    ctx = make_ctx(tenant=tenant, tenant_namespace=f"ai-tenant-{tenant}", gateway_name="gw")
+    manifests = render(ctx)
+    for manifest in manifests:
+        limit = 52 if manifest.kind.kind == "CronJob" else 63
+        assert len(manifest.name) <= limit, manifest
+    cronjob = next(m for m in manifests if m.kind.kind == "CronJob")
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:8]
+    # 21 + 41 > 52: truncated to the budget (52 - 21 - 8 - 1 = 22), trimmed, hashed.
+    assert cronjob.name == f"maas-api-key-cleanup-{'a' * 20}-b-{digest}"
+    assert len(cronjob.name) == 52
+    names = {m.name for m in manifests}
+    assert f"maas-api-{tenant}-serving-cert" in names  # exactly 63
+
+
+def test_cronjob_name_within_limit_is_not_hashed(make_ctx: MakeContext) -> None:
+    tenant = "t" * 31  # 21 + 31 = 52
+    ctx = make_ctx(tenant=tenant, tenant_namespace=f"ai-tenant-{tenant}")
+    assert one(ctx, "CronJob")["metadata"]["name"] == f"maas-api-key-cleanup-{tenant}"
+
+
+def test_gateway_auth_policy_name_over_the_limit_is_refused(make_ctx: MakeContext) -> None:
+    gateway = "g" * 55  # 55 + len("-maas-auth") = 65
+    with pytest.raises(RenderError, match=r'AuthPolicy name "g+-maas-auth" is 65 characters'):
+        render(make_ctx(gateway_name=gateway))
+
+
+def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
+    make_ctx: MakeContext,
+) -> None:
+    spec = one(make_ctx(), "NetworkPolicy")["spec"]
+    assert spec["podSelector"]["matchLabels"]["maas.opendatahub.io/tenant-instance"] == (
+        "maas-api-red-team"
+    )
+    assert spec["policyTypes"] == ["Ingress"]
+    (rule,) = spec["ingress"]
+    assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    peers = rule["from"]
+    assert peers[0] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}}
+    }
+    assert peers[1]["namespaceSelector"] == {
+        "matchLabels": {"kubernetes.io/metadata.name": "aitenant-controller"}
+    }
+    # The controller's namespace may hold other tenants' maas-api and cleanup pods.
+    assert peers[1]["podSelector"]["matchExpressions"][0]["operator"] == "NotIn"
+    assert peers[2] == {
+        "podSelector": {
+            "matchLabels": {"maas.opendatahub.io/tenant-instance": "maas-api-key-cleanup-red-team"}
+        }
+    }
+    assert peers[3]["podSelector"] == {"matchLabels": {"authorino-resource": "authorino"}}
+
+
+def test_cluster_role_binding(make_ctx: MakeContext) -> None:
+    binding = one(make_ctx(), "ClusterRoleBinding")
+    assert "namespace" not in binding["metadata"]
+    assert binding["roleRef"] == {
+        "apiGroup": "rbac.authorization.k8s.io",
+        "kind": "ClusterRole",
+        "name": "maas-api",
+    }
+    assert binding["subjects"] == [
+        {"kind": "ServiceAccount", "name": "maas-api-red-team", "namespace": INFRA}
+    ]
+
+
+def test_token_rate_limit_policy_denies_what_maas_api_does_not_serve(
+    make_ctx: MakeContext,
+) -> None:
+    spec = one(make_ctx(), "TokenRateLimitPolicy")["spec"]
+    assert spec["targetRef"]["name"] == "red-team"
+    limit = spec["defaults"]["limits"]["deny-all-by-default"]
+    assert limit["rates"] == [{"limit": 0, "window": "1m"}]
+    assert limit["counters"] == [{"expression": "auth.identity.userid"}]
+    assert [w["predicate"] for w in limit["when"]] == [
+        f'!request.path.startsWith("{p}")'
+        for p in ("/maas-api", "/v1/models", "/v1/subscriptions", "/v1/api-keys")
+    ]
+
+
+def test_telemetry_policy_only_while_telemetry_is_enabled(make_ctx: MakeContext) -> None:
+    assert ("TelemetryPolicy", "maas-telemetry-red-team") not in objects(make_ctx())
+    policy = objects(make_ctx(telemetry=True))[("TelemetryPolicy", "maas-telemetry-red-team")]
+    assert policy["metadata"]["namespace"] == GATEWAY_NS
+    assert policy["spec"]["targetRef"]["name"] == "red-team"

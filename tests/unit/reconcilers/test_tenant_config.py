@@ -1,0 +1,190 @@
+"""The MaasTenantConfig reconciler's pure decisions: identity, readiness, inputs, triggers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, cast
+
+import pytest
+import trustme
+from lightkube import AsyncClient
+
+from aitenant import contract
+from aitenant.errors import StepFailed
+from aitenant.platform import certs
+from aitenant.reconcilers.tenant_config import (
+    TenantConfigReconciler,
+    config_changed,
+    deployment_available,
+    oidc_of,
+    owner_index_key,
+    platform_context_changed,
+    replicas_for,
+    tenant_identity,
+    tracked_config_key,
+)
+from aitenant.resources import AITenantView
+from aitenant.settings import Settings
+
+
+def config(
+    namespace: str = "ai-tenant-red",
+    name: str = "default-tenant",
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {contract.LABEL_MANAGED_BY_AITENANT: "true", **(labels or {})},
+            "annotations": annotations or {},
+            "generation": 1,
+        }
+    }
+
+
+def test_identity_from_the_tenant_name_label() -> None:
+    assert tenant_identity(config(labels={contract.LABEL_TENANT_NAME: "red"})) == "red"
+
+
+def test_identity_missing_is_upstreams_error() -> None:
+    with pytest.raises(StepFailed) as info:
+        tenant_identity(config())
+    assert info.value.reason == "InvalidTenantConfig"
+    assert info.value.message == (
+        "tenant ai-tenant-red/default-tenant has maas.opendatahub.io/managed-by-aitenant=true "
+        "but maas.opendatahub.io/tenant-name is missing or empty"
+    )
+
+
+def test_default_tenant_must_be_default_tenant_in_its_own_namespace() -> None:
+    default = {
+        contract.LABEL_TENANT_NAME: "models-as-a-service",
+        contract.LABEL_TENANT_NAMESPACE: "models-as-a-service",
+    }
+    assert tenant_identity(config("models-as-a-service", labels=default)) == ("models-as-a-service")
+    with pytest.raises(StepFailed, match="claims the default tenant"):
+        tenant_identity(config("ai-tenant-red", labels=default))
+    with pytest.raises(StepFailed, match="claims the default tenant"):
+        tenant_identity(config("models-as-a-service", name="other", labels=default))
+
+
+def deployment(generation: int, observed: int, available: str | None) -> dict[str, Any]:
+    conds = [] if available is None else [{"type": "Available", "status": available}]
+    return {
+        "metadata": {"generation": generation},
+        "status": {"observedGeneration": observed, "conditions": conds},
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (deployment(2, 2, "True"), True),
+        (deployment(3, 2, "True"), False),  # a spec change not yet rolled out
+        (deployment(2, 2, "False"), False),
+        (deployment(1, 0, None), False),
+        (None, False),
+    ],
+)
+def test_deployment_available(obj: dict[str, Any] | None, expected: bool) -> None:
+    assert deployment_available(obj) is expected
+
+
+def test_replicas_from_the_annotation() -> None:
+    annotation = contract.ANNOTATION_MAAS_API_REPLICAS
+    assert replicas_for(config(), 2) == 2
+    assert replicas_for(config(annotations={annotation: "0"}), 2) == 0
+    assert replicas_for(config(annotations={annotation: "4"}), 2) == 4
+    for bad in ("-1", "two", ""):
+        with pytest.raises(StepFailed, match=r"maas-api-replicas"):
+            replicas_for(config(annotations={annotation: bad}), 1)
+
+
+def tenant(oidc: dict[str, Any] | None) -> AITenantView:
+    spec = {"oidc": oidc} if oidc is not None else {}
+    return AITenantView({"metadata": {"name": "red", "namespace": "ai-tenants"}, "spec": spec})
+
+
+def test_oidc_of() -> None:
+    assert oidc_of(tenant(None)) is None
+    got = oidc_of(tenant({"issuerUrl": "https://idp.example.com", "clientId": "c"}))
+    assert got is not None
+    assert got.ttl == 300
+    got = oidc_of(tenant({"issuerUrl": "https://idp.example.com", "clientId": "c", "ttl": 60}))
+    assert got is not None
+    assert got.ttl == 60
+    # Upstream ignores an OIDC block whose ttl is under 30.
+    short = tenant({"issuerUrl": "https://idp.example.com", "clientId": "c", "ttl": 10})
+    assert oidc_of(short) is None
+
+
+def test_platform_context_changed() -> None:
+    base = {"metadata": {}, "spec": {}, "status": {"phase": "Pending"}}
+    assert platform_context_changed(None, base)
+    assert not platform_context_changed(base, {**base, "status": {"phase": "Active"}})
+    with_ref = {**base, "status": {"gatewayRef": {"name": "gw", "namespace": "gws"}}}
+    assert platform_context_changed(base, with_ref)
+    with_oidc = {**base, "spec": {"oidc": {"issuerUrl": "https://x", "clientId": "c"}}}
+    assert platform_context_changed(base, with_oidc)
+
+
+def test_config_changed_ignores_status_only_updates() -> None:
+    old = config()
+    new = {**config(), "status": {"phase": "Active"}}
+    new["metadata"]["resourceVersion"] = "9"
+    assert not config_changed(old, new)
+    assert config_changed(None, new)
+    spec_edit = config()
+    spec_edit["metadata"]["generation"] = 2
+    assert config_changed(old, spec_edit)
+    relabelled = config(labels={"x": "y"})
+    assert config_changed(old, relabelled)
+
+
+def test_keys_from_owner_annotations_and_tracking_labels() -> None:
+    owned = config(
+        annotations={
+            contract.ANNOTATION_AITENANT_NAME: "red",
+            contract.ANNOTATION_AITENANT_NAMESPACE: "ai-tenants",
+        }
+    )
+    assert owner_index_key(owned) == ["ai-tenants/red"]
+    assert owner_index_key(config()) == []
+    platform_object = {
+        "metadata": {
+            "labels": {
+                contract.LABEL_TENANT_NAME: "red",
+                contract.LABEL_TENANT_NAMESPACE: "ai-tenant-red",
+            }
+        }
+    }
+    key = tracked_config_key(platform_object)
+    assert key == ("ai-tenant-red", "default-tenant")
+    assert tracked_config_key({"metadata": {"labels": {}}}) is None
+
+
+def test_serving_certificate_is_issued_once_and_kept(tmp_path: Path) -> None:
+    authority = trustme.CA()
+    cert_file, key_file = tmp_path / "ca.crt", tmp_path / "ca.key"
+    authority.cert_pem.write_to_path(str(cert_file))
+    authority.private_key_pem.write_to_path(str(key_file))
+    settings = Settings(
+        maas_api_ca_file=cert_file, maas_api_ca_key_file=key_file, infra_namespace="infra"
+    )
+    reconciler = TenantConfigReconciler(
+        client=cast(AsyncClient, object()), settings=settings, get_config=lambda _ns, _n: None
+    )
+    first = reconciler.serving_cert(None, "maas-api-red")
+    # The cache has not seen the Secret yet: the same certificate, not a second one.
+    assert reconciler.serving_cert(None, "maas-api-red") == first
+    secret: dict[str, Any] = {
+        "metadata": {"name": "maas-api-red-serving-cert"},
+        "data": first.secret_data(),
+    }
+    assert reconciler.serving_cert(secret, "maas-api-red") == first
+    # An opted-out Secret is rendered as it is, whatever it holds.
+    secret["metadata"]["annotations"] = {"opendatahub.io/managed": "false"}
+    secret["data"] = {}
+    assert reconciler.serving_cert(secret, "maas-api-red") == certs.ServingCert("", "", "")
