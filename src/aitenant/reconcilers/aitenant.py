@@ -9,13 +9,19 @@ Flow of ``reconcile`` for a live AITenant, in order:
 
 1. ``ensure_finalizer``
 2. ``check_placement``                      → Failed/InvalidPlacement, no requeue
+2a. ``migrate_legacy_platform_context``     legacy Tenant's gateway name and OIDC filled into
+                                              the spec (§6.1); the pass continues with the
+                                              patched object → Failed/LegacyTenantMigrationFailed,
+                                              no requeue
 3. ``persist_platform_context``             status.tenantNamespace + status.gatewayRef written
                                               before any child exists
 4. (default tenant) ``ensure_tenant_resources`` before the Gateway check
 5. ``check_gateway``                        → Failed/GatewayCheckFailed, 30 s (and Gateway watch)
 6. ``ensure_infra_namespace_gateway_labels`` → Degraded on error, never fatal
 7. ``ensure_gateway_claim``                 → Failed/GatewayClaimFailed, 30 s
-8. (other tenants) ``ensure_tenant_resources``: namespace, then MaasTenantConfig
+8. (other tenants) ``ensure_tenant_resources``: namespace, then MaasTenantConfig (legacy
+   apiKeys/telemetry filled in at create/adopt time, then the legacy Tenant marked and, once
+   verified, removed: §6.2-6.4)
 9. ``ensure_tenant_admin_roles``            → Failed/RBACReconcileFailed, 30 s
 10. Active when the MaasTenantConfig is Ready at its generation, else Pending/TenantConfigNotReady
 """
@@ -37,11 +43,19 @@ from lightkube.types import PatchType
 
 from aitenant import contract, naming
 from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found, namespace_missing
-from aitenant.reconcilers import conditions, infra_labels, ownership
+from aitenant.reconcilers import conditions, infra_labels, legacy, ownership
 from aitenant.reconcilers.conditions import Status
-from aitenant.resources import AITenant, AITenantView, Gateway, MaasTenantConfig, Obj
+from aitenant.resources import (
+    AITenant,
+    AITenantView,
+    Gateway,
+    LegacyTenant,
+    MaasTenantConfig,
+    Obj,
+)
 from aitenant.runtime.controller import Key, Result
 from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.requests import delete_with_preconditions
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -140,6 +154,11 @@ class StatusWriter:
     def set_phase(self, phase: str, reason: str, message: str) -> None:
         conditions.set_phase(self.status, phase, reason, message, self.generation)
 
+    def rebase(self, obj: Obj) -> None:
+        """The AITenant was written (not its status) during the pass: continue from that copy."""
+        self.obj = obj
+        self.generation = int(obj["metadata"].get("generation", self.generation))
+
     async def _replace_status(self, body: Obj) -> Obj:
         meta = body["metadata"]
         updated = await self.client.replace(
@@ -187,6 +206,8 @@ class TenantContext:
     tenant_namespace: str
     gateway_namespace: str
     gateway_name: str
+    # Tenant/default-tenant in the tenant namespace, as read this pass (None: there is none).
+    legacy_tenant: Obj | None = None
 
     @property
     def labels(self) -> dict[str, str]:
@@ -248,8 +269,12 @@ class AITenantReconciler:
 
     async def _reconcile_live(self, tenant: AITenantView, status: StatusWriter) -> Result:
         tenant_namespace = check_placement(tenant, self.settings)
+        status.status["tenantNamespace"] = tenant_namespace
+        tenant, legacy_tenant = await self.migrate_legacy_platform_context(
+            tenant, tenant_namespace, status
+        )
         gw_namespace, gw_name = naming.gateway_ref_for(tenant.obj, self.settings.gateway_namespace)
-        ctx = TenantContext(tenant, tenant_namespace, gw_namespace, gw_name)
+        ctx = TenantContext(tenant, tenant_namespace, gw_namespace, gw_name, legacy_tenant)
         await self.persist_platform_context(ctx, status)
         config: Obj | None = None
         if tenant.is_default:
@@ -286,6 +311,63 @@ class AITenantReconciler:
             AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
         )
         return dict(updated)
+
+    async def migrate_legacy_platform_context(
+        self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
+    ) -> tuple[AITenantView, Obj | None]:
+        """Fill the spec from a legacy Tenant/default-tenant (§6.1); returns (tenant, legacy).
+
+        Failures are ``LegacyTenantMigrationFailed`` without requeue, as upstream: only a change
+        to the AITenant (or a restart) brings the tenant back. A successful spec patch does not
+        end the pass (decision D1): the rest of the pass runs on the patched object.
+        """
+        failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
+        try:
+            legacy_tenant = await self._get_optional(
+                LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
+            )
+        except ApiError as exc:
+            raise StepFailed(failed, api_message(exc), requeue_after=None) from None
+        if legacy_tenant is None:
+            return tenant, None
+        legacy_tenant = dict(legacy_tenant)
+        try:
+            patch = legacy.platform_context_patch(
+                tenant=tenant.obj,
+                legacy=legacy_tenant,
+                gateway_namespace=self.settings.gateway_namespace,
+                default_gateway_name=self.settings.gateway_name,
+            )
+        except legacy.MigrationError as exc:
+            raise StepFailed(failed, str(exc), requeue_after=None) from None
+        if patch is None:
+            return tenant, legacy_tenant
+        # Fill-only against the copy we decided on: a concurrent spec edit makes this a
+        # conflict, retried with backoff on the newer object.
+        patch["metadata"] = {"resourceVersion": tenant.obj["metadata"]["resourceVersion"]}
+        try:
+            updated = await self.client.patch(
+                AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as exc:
+            if is_conflict(exc):
+                raise
+            raise StepFailed(
+                failed,
+                f"patch AITenant with legacy Tenant platform context: {api_message(exc)}",
+                requeue_after=None,
+            ) from None
+        log.info(
+            "aitenant %s/%s: filled %s from legacy Tenant %s/%s",
+            tenant.namespace,
+            tenant.name,
+            ", ".join(f"spec.{k}" for k in sorted(patch["spec"])),
+            tenant_namespace,
+            contract.LEGACY_TENANT_NAME,
+        )
+        obj = dict(updated)
+        status.rebase(obj)
+        return AITenantView(obj), legacy_tenant
 
     async def persist_platform_context(self, ctx: TenantContext, status: StatusWriter) -> None:
         """status.gatewayRef is what the platform reconciler reads: write it before children."""
@@ -510,7 +592,11 @@ class AITenantReconciler:
                 ) from None
 
     async def ensure_tenant_config(self, ctx: TenantContext) -> Obj:
-        """Create or adopt the config; only our labels/annotations are asserted, never spec."""
+        """Create or adopt the config; only our labels/annotations are asserted, never spec.
+
+        The one exception is the fill-only copy of a legacy Tenant's apiKeys/telemetry, made
+        when the config is created or adopted, never later (an admin's edit is never reverted).
+        """
         ns, name = ctx.tenant_namespace, contract.TENANT_CONFIG_NAME
         ref = f"MaasTenantConfig {ns}/{name}"
         config = await self._get_optional(MaasTenantConfig, name, ns)
@@ -524,10 +610,10 @@ class AITenantReconciler:
                     "labels": ctx.labels,
                     "annotations": ctx.annotations,
                 },
-                "spec": {},
+                "spec": legacy.config_spec_fill({}, ctx.legacy_tenant),
             }
             try:
-                return dict(await self.client.create(MaasTenantConfig.from_dict(body)))
+                config = dict(await self.client.create(MaasTenantConfig.from_dict(body)))
             except ApiError as exc:
                 if namespace_missing(exc):
                     raise StepFailed(
@@ -553,9 +639,14 @@ class AITenantReconciler:
             raise StepFailed(
                 Reason.TENANT_CONFIG_RECONCILE_FAILED, f"{ref} is managed by another AITenant"
             )
+        adopting = not ownership.owned_by(
+            meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace
+        )
         patch = ownership.metadata_patch(
             meta.get("labels"), meta.get("annotations"), ctx.labels, ctx.annotations
         )
+        if adopting and (fill := legacy.config_spec_fill(config.get("spec"), ctx.legacy_tenant)):
+            patch = {**(patch or {}), "spec": fill}
         if patch is not None:
             try:
                 config = dict(
@@ -567,7 +658,59 @@ class AITenantReconciler:
                 raise StepFailed(
                     Reason.TENANT_CONFIG_RECONCILE_FAILED, f"patch {ref}: {api_message(exc)}"
                 ) from None
+        await self.retire_legacy_tenant(ctx, config)
         return config
+
+    async def retire_legacy_tenant(self, ctx: TenantContext, config: Obj) -> None:
+        """Mark the legacy Tenant migrated (§6.3), then delete it once verified (§6.4).
+
+        The delete carries UID and resourceVersion preconditions: a legacy object changed (or
+        replaced) since the verification is left for the next pass to judge again.
+        """
+        legacy_tenant = ctx.legacy_tenant
+        if legacy_tenant is None:
+            return
+        tenant, ns = ctx.tenant, ctx.tenant_namespace
+        name = contract.LEGACY_TENANT_NAME
+        failed = Reason.TENANT_CONFIG_RECONCILE_FAILED
+        patch = legacy.mark_patch(legacy_tenant, tenant.name, tenant.namespace)
+        if patch is not None:
+            try:
+                legacy_tenant = dict(
+                    await self.client.patch(
+                        LegacyTenant, name, patch, namespace=ns, patch_type=PatchType.MERGE
+                    )
+                )
+            except ApiError as exc:
+                if is_not_found(exc):
+                    return
+                raise StepFailed(failed, api_message(exc)) from None
+            log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
+        if not legacy.removal_verified(
+            config=config,
+            legacy=legacy_tenant,
+            tenant_name=tenant.name,
+            tenant_namespace=tenant.namespace,
+            tenant_ns=ns,
+        ):
+            return
+        legacy_meta = legacy_tenant["metadata"]
+        try:
+            await delete_with_preconditions(
+                self.client,
+                LegacyTenant,
+                name,
+                namespace=ns,
+                uid=legacy_meta.get("uid"),
+                resource_version=legacy_meta.get("resourceVersion"),
+            )
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise StepFailed(
+                failed, f"delete migrated legacy Tenant {ns}/{name}: {api_message(exc)}"
+            ) from None
+        log.info("aitenant %s: migrated legacy Tenant %s/%s removed", tenant.name, ns, name)
 
     async def ensure_tenant_admin_roles(self, ctx: TenantContext) -> None:
         """Two Roles with exactly upstream's rules. RoleBindings are the administrators' job."""

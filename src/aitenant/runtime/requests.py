@@ -1,0 +1,33 @@
+"""API requests lightkube's client has no method for, built with its own request machinery.
+
+``delete_with_preconditions``: a DELETE whose ``DeleteOptions`` body carries preconditions, so
+the API server refuses (409) unless the object still has the UID and resourceVersion the
+caller decided on. lightkube's ``delete`` sends no body; this reuses its request building,
+authentication and error mapping (``ApiError``), so callers see the same exceptions.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lightkube import AsyncClient
+
+
+async def delete_with_preconditions(
+    client: AsyncClient,
+    resource: Any,
+    name: str,
+    *,
+    namespace: str | None = None,
+    uid: str | None = None,
+    resource_version: str | None = None,
+) -> None:
+    """Delete ``name`` only if it still has ``uid`` and ``resource_version`` (when given)."""
+    preconditions = {
+        key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value
+    }
+    generic: Any = client._client  # pyright: ignore[reportPrivateUsage]
+    request = generic.prepare_request("delete", res=resource, name=name, namespace=namespace)
+    request.data = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+    response = await generic.send(generic.build_adapter_request(request))
+    generic.handle_response("delete", response, request)
