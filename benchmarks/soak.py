@@ -1,0 +1,203 @@
+"""Soak: 1,000 tenants created, reconciled to Active, resynced, and deleted. Prints figures.
+
+The controller runs as a process with its webhook registered with the API server. Printed:
+its RSS over time, API requests per tenant by verb, and the webhook's p99 latency (direct
+AdmissionReviews) at the start, with an empty cache, and at the end, with 1,000 tenants.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import ssl
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any, cast
+
+import httpx
+import trustme
+from lightkube import AsyncClient, KubeConfig
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+
+from aitenant import contract
+from aitenant.resources import AITenant
+from aitenant.testing import samples
+from aitenant.testing.chaos import ControllerProcess, controller_args, wait_all
+from aitenant.testing.cluster import LocalCluster, free_port
+from aitenant.testing.maas_api import FakeMaasApi
+from aitenant.webhook.config import render_webhook_configuration
+
+AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
+
+
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def api_by_verb(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    totals: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("aitenant_api_requests_total{"):
+            verb = line.split('verb="')[1].split('"')[0]
+            totals[verb] = totals.get(verb, 0) + float(line.rsplit(" ", 1)[1])
+    return totals
+
+
+async def webhook_p99(url: str, ca_file: Path, n: int = 400) -> float:
+    ctx = ssl.create_default_context(cafile=str(ca_file))
+    latencies = []
+    async with httpx.AsyncClient(verify=ctx, timeout=30) as http:
+        for i in range(n):
+            started = time.perf_counter()
+            resp = await http.post(
+                url, content=samples.admission_review_body(f"probe-{i}", f"probe-gw-{i}")
+            )
+            latencies.append(time.perf_counter() - started)
+            assert resp.status_code == 200
+    latencies.sort()
+    return latencies[int(len(latencies) * 0.99)]
+
+
+async def run(tenants: int) -> None:
+    with LocalCluster() as cluster:
+        assert cluster.workdir is not None
+        work = cluster.workdir
+        client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="soak")
+        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        for ns in (GATEWAY_NS, INFRA_NS):
+            await samples.ensure_namespace(client, ns)
+        prepare = getattr(samples, "ensure_db_secret", None)
+        if prepare is not None:
+            await prepare(client, INFRA_NS)
+        maas_api = FakeMaasApi(work / "maas-api")
+        await maas_api.start()
+        ca = trustme.CA()
+        cert_dir = work / "webhook"
+        cert_dir.mkdir()
+        cert = ca.issue_cert("127.0.0.1")
+        cert.private_key_pem.write_to_path(str(cert_dir / "tls.key"))
+        (cert_dir / "tls.crt").write_bytes(b"".join(b.bytes() for b in cert.cert_chain_pems))
+        ca_file = work / "webhook-ca.pem"
+        ca.cert_pem.write_to_path(str(ca_file))
+        webhook_port, metrics_port = free_port(), free_port()
+        args = controller_args(
+            gateway_ns=GATEWAY_NS,
+            infra_ns=INFRA_NS,
+            maas_api=maas_api,
+            extra=[
+                f"--webhook-port={webhook_port}",
+                f"--webhook-cert-dir={cert_dir}",
+                f"--metrics-port={metrics_port}",
+                "--bind-address=127.0.0.1",
+                "--log-level=warning",
+            ],
+        )
+        # controller_args turns the webhook and metrics off; the later flags win.
+        controller = ControllerProcess(cluster.kubeconfig, work / "controller.log", args)
+        controller.start()
+        assert controller.proc is not None
+        readiness = samples.platform_readiness(client)
+        samples_rss: list[tuple[float, float]] = []
+        started = time.monotonic()
+
+        async def sample_rss() -> None:
+            while True:
+                assert controller.proc is not None
+                samples_rss.append((time.monotonic() - started, rss_mb(controller.proc.pid)))
+                await asyncio.sleep(5)
+
+        sampler = asyncio.create_task(sample_rss())
+        url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
+        try:
+            await samples.wait_namespace(client, AITENANT_NS, 60)
+            vwc = render_webhook_configuration(
+                name="aitenant-soak", ca_bundle_pem=ca.cert_pem.bytes(), url=url
+            )
+            await client.apply(
+                cast(Any, ValidatingWebhookConfiguration.from_dict(vwc)),
+                field_manager="soak",
+                force=True,
+            )
+            p99_start = await webhook_p99(url, ca_file)
+            before = api_by_verb(metrics_port)
+            names = {f"soak-{i}" for i in range(tenants)}
+            sem = asyncio.Semaphore(20)
+
+            async def create(name: str) -> None:
+                async with sem:
+                    await samples.create_gateway(client, samples.gateway(name, GATEWAY_NS))
+                    await samples.create_aitenant(client, samples.aitenant(name, AITENANT_NS))
+
+            t0 = time.monotonic()
+            await asyncio.gather(*(create(n) for n in names))
+            await wait_all(client, AITENANT_NS, names, gone=False, timeout=1800)
+            print(f"{tenants} tenants Active after {time.monotonic() - t0:.0f} s", flush=True)
+            p99_end = await webhook_p99(url, ca_file)
+            created = api_by_verb(metrics_port)
+
+            controller.stop()  # resync: a fresh process relists and reconciles every tenant
+            t0 = time.monotonic()
+            controller.start()
+            await asyncio.sleep(5)
+            while True:
+                with contextlib.suppress(OSError):
+                    resync = api_by_verb(metrics_port)
+                    if resync.get("GET", 0) >= 5 * tenants:
+                        break
+                await asyncio.sleep(2)
+            await asyncio.sleep(5)
+            resync = api_by_verb(metrics_port)
+            writes = sum(resync.get(v, 0) for v in ("CREATE", "UPDATE", "PATCH", "DELETE"))
+            print(
+                f"resync after restart: {time.monotonic() - t0:.0f} s, writes {writes:.0f}",
+                flush=True,
+            )
+
+            t0 = time.monotonic()
+            for name in names:
+                await client.delete(AITenant, name, namespace=AITENANT_NS)
+            await wait_all(client, AITENANT_NS, names, gone=True, timeout=1800)
+            print(f"{tenants} tenants deleted after {time.monotonic() - t0:.0f} s", flush=True)
+            per_tenant = {
+                v: (created.get(v, 0) - before.get(v, 0)) / tenants for v in sorted(created)
+            }
+            print(
+                "API requests per tenant during creation: "
+                + ", ".join(f"{v} {n:.1f}" for v, n in per_tenant.items() if n)
+            )
+            print(
+                f"webhook p99 (direct, sequential): {p99_start * 1000:.1f} ms with an empty "
+                f"cache, {p99_end * 1000:.1f} ms with {tenants} tenants"
+            )
+        finally:
+            sampler.cancel()
+            readiness.cancel()
+            for task in (sampler, readiness):
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+            controller.stop()
+            await maas_api.stop()
+            await client.close()
+        print(
+            "controller RSS over time (s: MB): "
+            + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in samples_rss[::6])
+        )
+        print(f"peak RSS {max(m for _, m in samples_rss):.0f} MB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--tenants", type=int, default=1000)
+    args = parser.parse_args()
+    asyncio.run(run(args.tenants))
+
+
+if __name__ == "__main__":
+    main()
