@@ -7,7 +7,9 @@
    and reconciles all of them).
 5. The controller's peak RSS (VmHWM of its process).
 
-MaasTenantConfig readiness is simulated in this process, as the platform reconciler would.
+The controller renders each tenant's maas-api platform and reports its MaasTenantConfig Ready once
+the Deployment is Available; with no kubelet, this process marks maas-api Deployments Available
+as soon as they appear, as the deployment controller would.
 """
 
 from __future__ import annotations
@@ -16,8 +18,6 @@ import argparse
 import asyncio
 import contextlib
 import statistics
-import subprocess
-import sys
 import time
 import urllib.request
 from pathlib import Path
@@ -26,6 +26,7 @@ from lightkube import AsyncClient, KubeConfig
 
 from aitenant.resources import AITenant
 from aitenant.testing import samples
+from aitenant.testing.chaos import ControllerProcess, controller_args
 from aitenant.testing.cluster import LocalCluster, free_port
 
 GATEWAY_NS = "gateways"
@@ -34,49 +35,20 @@ AITENANT_NS = "ai-tenants"
 WRITES = ("CREATE", "UPDATE", "PATCH", "DELETE")
 
 
-class Controller:
-    def __init__(self, kubeconfig: Path, log: Path) -> None:
-        self.kubeconfig = kubeconfig
-        self.log = log
+class Controller(ControllerProcess):
+    """The controller process, with its /metrics scraped for request counts."""
+
+    def __init__(self, kubeconfig: Path, log: Path, ca: tuple[Path, Path]) -> None:
         self.metrics_port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        with self.log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [
-                    sys.executable,
-                    "-m",
-                    "aitenant",
-                    "--kubeconfig",
-                    str(self.kubeconfig),
-                    "--gateway-namespace",
-                    GATEWAY_NS,
-                    "--controller-namespace",
-                    INFRA_NS,
-                    "--enable-tenant-namespace-discovery",
-                    "--manage-default-tenant=false",
-                    "--webhook-port=0",
-                    "--health-port=0",
-                    "--bind-address=127.0.0.1",
-                    f"--metrics-port={self.metrics_port}",
-                    "--log-level=warning",
-                ],
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def stop(self) -> None:
-        if self.proc is not None:
-            self.proc.terminate()
-            self.proc.wait(timeout=20)
-
-    def peak_rss_mb(self) -> float:
-        assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        extra = [
+            f"--metrics-port={self.metrics_port}",
+            "--log-level=warning",
+            f"--maas-api-ca-file={ca[0]}",  # the tenant platform issues serving certs (D9)
+            f"--maas-api-ca-key-file={ca[1]}",
+        ]
+        super().__init__(
+            kubeconfig, log, controller_args(gateway_ns=GATEWAY_NS, infra_ns=INFRA_NS, extra=extra)
+        )
 
     def metrics(self) -> dict[str, float]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
@@ -140,9 +112,12 @@ async def run(sequential: int, burst: int) -> None:
         await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
         for ns in (GATEWAY_NS, INFRA_NS):
             await samples.ensure_namespace(client, ns)
-        controller = Controller(cluster.kubeconfig, cluster.workdir / "controller.log")
+        await samples.ensure_db_secret(client, INFRA_NS)
+        ca = samples.write_ca(cluster.workdir / "maas-api-ca")
+        controller = Controller(cluster.kubeconfig, cluster.workdir / "controller.log", ca)
         controller.start()
-        simulator = asyncio.create_task(samples.simulate_platform_readiness(client))
+        # No kubelet: maas-api Deployments are marked Available as soon as they appear.
+        simulator = samples.platform_readiness(client)
         try:
             controller.metrics()  # wait until it serves
             before = api_by_verb(controller.metrics())

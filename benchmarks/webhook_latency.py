@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import ssl
 import statistics
 import subprocess
 import sys
 import time
 import urllib.request
-import uuid
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,28 +32,6 @@ from aitenant.webhook.config import render_webhook_configuration
 
 AITENANT_NS = "ai-tenants"
 GATEWAY_NS = "gateways"
-
-
-def review_body(name: str, gateway: str) -> bytes:
-    obj = samples.aitenant(name, AITENANT_NS, gateway_name=gateway)
-    return json.dumps(
-        {
-            "apiVersion": "admission.k8s.io/v1",
-            "kind": "AdmissionReview",
-            "request": {
-                "uid": str(uuid.uuid4()),
-                "operation": "CREATE",
-                "kind": {"group": contract.GROUP, "version": contract.VERSION, "kind": "AITenant"},
-                "resource": {
-                    "group": contract.GROUP,
-                    "version": contract.VERSION,
-                    "resource": "aitenants",
-                },
-                "namespace": AITENANT_NS,
-                "object": obj,
-            },
-        }
-    ).encode()
 
 
 def scrape(port: int) -> str:
@@ -97,7 +73,7 @@ async def fire(url: str, ca: Path, total: int, concurrency: int) -> list[float]:
 
         async def worker() -> None:
             for i in counter:
-                body = review_body(f"bench-new-{i}", f"free-gw-{i}")
+                body = samples.admission_review_body(f"bench-new-{i}", f"free-gw-{i}")
                 started = time.perf_counter()
                 resp = await http.post(url, content=body)
                 latencies.append(time.perf_counter() - started)

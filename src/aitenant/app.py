@@ -17,7 +17,10 @@ from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 
 from aitenant import contract, naming
+from aitenant.platform.cache import PlatformCache
+from aitenant.platform.discovery import ApiDiscovery, http_fetch
 from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.infra_namespace import (
     NamespaceSetupError,
@@ -25,12 +28,19 @@ from aitenant.reconcilers.infra_namespace import (
     monitor_managed_namespace,
 )
 from aitenant.reconcilers.revocation import KeyRevoker
-from aitenant.reconcilers.tenant_config import TenantConfigReconciler
-from aitenant.resources import AITenant, Gateway, MaasTenantConfig
+from aitenant.reconcilers.tenant_config import (
+    TenantConfigReconciler,
+    config_changed,
+    in_scope,
+    owner_index_key,
+    platform_context_changed,
+    tracked_config_key,
+)
+from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
 from aitenant.runtime import http
 from aitenant.runtime.controller import Controller, Key
 from aitenant.runtime.events import EventRecorder
-from aitenant.runtime.informer import EventType, Informer, Obj
+from aitenant.runtime.informer import EventType, Handler, Informer, Obj
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
@@ -42,6 +52,7 @@ from aitenant.webhook.validators import WebhookPolicy
 log = logging.getLogger("aitenant")
 
 GATEWAY_INDEX = "gateway"
+CONFIG_OWNER_INDEX = "owner"
 
 
 def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
@@ -102,6 +113,8 @@ class App:
     gateways: Informer
     aitenant_controller: Controller
     config_controller: Controller
+    # The default-tenant bootstrap (leader only); None with --manage-default-tenant=false.
+    bootstrap: DefaultTenantBootstrap | None = None
 
     def has_synced(self) -> bool:
         return self.tenants.synced.is_set()
@@ -139,8 +152,19 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     controller = Controller(
         "aitenant", reconciler.reconcile, metrics=metrics, workers=settings.workers
     )
+    platform_cache = PlatformCache(
+        client,
+        infra_namespace=settings.app_namespace,
+        gateway_namespace=settings.gateway_namespace,
+    )
     config_reconciler = TenantConfigReconciler(
-        client=client, settings=settings, get_config=configs.get
+        client=client,
+        settings=settings,
+        get_config=configs.get,
+        get_tenant=tenants.get,
+        get_gateway=gateways.get,
+        discovery=ApiDiscovery(http_fetch(client)),
+        cache=platform_cache,
     )
     config_controller = Controller(
         "maastenantconfig", config_reconciler.reconcile, metrics=metrics, workers=settings.workers
@@ -155,7 +179,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         if (key := config_owner(new)) is not None:
             controller.enqueue(key)
         meta = new["metadata"]
-        if event != "DELETED" and meta.get("deletionTimestamp"):
+        if in_scope(new, settings) and (event == "DELETED" or config_changed(old, new)):
             config_controller.enqueue(Key(meta["namespace"], meta["name"]))
 
     def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -176,7 +200,12 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     elector = None
     if settings.leader_elect:
         elector = LeaderElector(
-            client, name=contract.LEASE_NAME, namespace=settings.controller_namespace
+            client,
+            name=contract.LEASE_NAME,
+            namespace=settings.controller_namespace,
+            lease_duration=settings.leader_elect_lease_duration,
+            renew_deadline=settings.leader_elect_renew_deadline,
+            retry_period=settings.leader_elect_retry_period,
         )
     manager = Manager(
         informers=[tenants, configs, gateways],
@@ -184,11 +213,12 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         controllers=[controller, config_controller],
         elector=elector,
         leader_runnables=[
+            lambda: mark_leader(metrics),
             lambda: monitor_managed_namespace(
                 client,
                 settings.aitenant_namespace,
                 settings.subscription_namespace_maintain_interval,
-            )
+            ),
         ],
     )
     app = App(
@@ -202,6 +232,9 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         controller,
         config_controller,
     )
+    add_tenant_platform(settings, app, platform_cache)
+    if settings.manage_default_tenant:
+        app.bootstrap = add_default_tenant_bootstrap(settings, client, app)
     checks: list[http.ReadyCheck] = [manager.ready_problem]
     if settings.health_port:
         manager.servers.append(
@@ -216,6 +249,77 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     if settings.webhook_port and settings.webhook_cert_dir:
         manager.servers.append(lambda: start_webhook(settings, app))
     return app
+
+
+def add_tenant_platform(settings: Settings, app: App, cache: PlatformCache) -> None:
+    """Re-queue a tenant's MaasTenantConfig when what its platform is rendered from changes:
+    the owning AITenant's status.gatewayRef or spec.oidc, its Gateway appearing or going, and
+    any of its platform objects (the Deployment turning Available, a user's edit, a deletion).
+    The platform cache's informers run on every replica, like the others."""
+    configs, controller = app.configs, app.config_controller
+    configs.add_index(CONFIG_OWNER_INDEX, owner_index_key)
+
+    def enqueue_owned_by(namespace: str, name: str) -> None:
+        for config in configs.by_index(CONFIG_OWNER_INDEX, f"{namespace}/{name}"):
+            if in_scope(config, settings):
+                meta = config["metadata"]
+                controller.enqueue(Key(meta["namespace"], meta["name"]))
+
+    def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
+        if event == "DELETED" or platform_context_changed(old, new):
+            enqueue_owned_by(new["metadata"]["namespace"], new["metadata"]["name"])
+
+    def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
+        if event == "MODIFIED":
+            return  # the platform needs the Gateway to exist, nothing more
+        meta = new["metadata"]
+        for namespace, name in app.tenants_for_gateway(meta["namespace"], meta["name"]):
+            enqueue_owned_by(namespace, name)
+
+    def on_platform_object(event: EventType, old: Obj | None, new: Obj) -> None:
+        if (key := tracked_config_key(new)) is not None:
+            controller.enqueue(key)
+
+    app.tenants.add_handler(on_tenant)
+    app.gateways.add_handler(on_gateway)
+    cache.add_handler(on_platform_object)
+    app.manager.informers.extend(cache.informers)
+
+
+async def mark_leader(metrics: Metrics) -> None:
+    """Runs only while this replica leads (or without leader election): the leader gauge."""
+    metrics.is_leader.set(1)
+    try:
+        await asyncio.Event().wait()
+    finally:
+        metrics.is_leader.set(0)
+
+
+def add_default_tenant_bootstrap(
+    settings: Settings, client: AsyncClient, app: App
+) -> DefaultTenantBootstrap:
+    """The bootstrap loop (leader only), woken by events on the objects it decides on:
+    Config/default, the default AITenant and its MaasTenantConfig."""
+    bootstrap = DefaultTenantBootstrap(client=client, settings=settings)
+    config_anchor = Informer(client, Config, namespace=None)
+
+    def wake_on(namespace: str, name: str) -> Handler:
+        def handler(event: EventType, old: Obj | None, new: Obj) -> None:
+            meta = new["metadata"]
+            if (meta.get("namespace") or "", meta["name"]) == (namespace, name):
+                bootstrap.wake()
+
+        return handler
+
+    config_anchor.add_handler(wake_on("", contract.CONFIG_NAME))
+    app.tenants.add_handler(wake_on(settings.aitenant_namespace, contract.DEFAULT_TENANT_NAME))
+    app.configs.add_handler(
+        wake_on(settings.maas_subscription_namespace, contract.TENANT_CONFIG_NAME)
+    )
+    # Not a readiness requirement: without the Config CRD the rest of the controller works.
+    app.manager.informers.append(config_anchor)
+    app.manager.leader_runnables.append(bootstrap.run)
+    return bootstrap
 
 
 async def start_webhook(settings: Settings, app: App) -> web.AppRunner:

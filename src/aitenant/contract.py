@@ -30,6 +30,8 @@ LEASE_NAME: Final = "aitenant-controller"
 # Finalizers
 AITENANT_FINALIZER: Final = "maas.opendatahub.io/aitenant-cleanup"
 TENANT_CONFIG_FINALIZER: Final = "maas.opendatahub.io/tenant-cleanup"
+# Left on legacy Tenants by old controller versions; removed when the Tenant is migrated.
+LEGACY_TENANT_FINALIZERS: Final = (TENANT_CONFIG_FINALIZER, "maas.opendatahub.io/tenant-finalizer")
 
 # Labels
 LABEL_MANAGED_BY: Final = "app.kubernetes.io/managed-by"
@@ -54,6 +56,11 @@ ANNOTATION_API_KEYS_REVOKED: Final = "maas.opendatahub.io/api-keys-revoked"
 ANNOTATION_DEFAULT_BOOTSTRAPPED: Final = "maas.opendatahub.io/default-aitenant-bootstrapped"
 ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
 ANNOTATION_OPENDATAHUB_MANAGED: Final = "opendatahub.io/managed"
+# On a migrated legacy Tenant (upstream §6.3), with these values.
+ANNOTATION_DEPRECATED_BY: Final = "maas.opendatahub.io/deprecated-by"
+ANNOTATION_MIGRATED_TO: Final = "maas.opendatahub.io/migrated-to"
+DEPRECATED_BY_VALUE: Final = "MaasTenantConfig"
+MIGRATED_TO_VALUE: Final = TENANT_CONFIG_NAME
 
 # Opt-out annotation value on objects the controller must leave alone.
 UNMANAGED_VALUE: Final = "false"
@@ -125,3 +132,34 @@ WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 DEFAULT_WEBHOOK_PORT: Final = 9443
 DEFAULT_METRICS_PORT: Final = 8080
 DEFAULT_HEALTH_PORT: Final = 8081
+
+
+# Tenant platform: the per-tenant maas-api objects rendered from the MaasTenantConfig
+# (decisions D5, D6 and D9; platform-shape.md). Their labels differ from the AITenant
+# children above: they are the platform's own, and the tracking labels are the prune selector.
+PLATFORM_PART_OF_VALUE: Final = "models-as-a-service"
+PLATFORM_MANAGED_BY_VALUE: Final = CONTROLLER_NAME
+PLATFORM_FIELD_MANAGER: Final = CONTROLLER_NAME
+LABEL_APP_NAME: Final = "app.kubernetes.io/name"
+LABEL_COMPONENT: Final = "app.kubernetes.io/component"
+LABEL_TENANT_INSTANCE: Final = "maas.opendatahub.io/tenant-instance"
+# Pod-template annotation: the serving certificate's fingerprint, so a renewal rolls maas-api.
+ANNOTATION_SERVING_CERT_SHA256: Final = "maas.opendatahub.io/serving-cert-sha256"
+
+
+class ConfigReason:
+    """Reasons of the MaasTenantConfig Ready condition (the tenant-platform reconciler)."""
+
+    RECONCILED: Final = "Reconciled"
+    INVALID_TENANT_CONFIG: Final = "InvalidTenantConfig"
+    INVALID_GATEWAY: Final = "InvalidGateway"
+    GATEWAY_NOT_READY: Final = "GatewayNotReady"
+    MISSING_INPUT: Final = "MissingInput"
+    DEPENDENCY_MISSING: Final = "DependencyMissing"
+    RENDER_FAILED: Final = "RenderFailed"
+    APPLY_FAILED: Final = "ApplyFailed"
+    MAAS_API_NOT_AVAILABLE: Final = "MaaSAPINotAvailable"
+
+
+class ConfigMessage:
+    RECONCILED: Final = "MaaS platform manifests applied and maas-api deployment is available"

@@ -13,11 +13,15 @@ import itertools
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import trustme
+import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
 
 from aitenant.app import App, build_app, instrument
 from aitenant.resources import AITenant
@@ -25,10 +29,16 @@ from aitenant.runtime.controller import Key
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
 from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster, free_port
+from aitenant.testing.cluster import LocalCluster, User, free_port
 from aitenant.testing.maas_api import FakeMaasApi
 
 AITENANT_NS = "ai-tenants"
+# A static-token user named like the controller's service account (no token controller runs).
+CONTROLLER_USER = User(
+    "system:serviceaccount:aitenant-system:aitenant-controller",
+    "aitenant-controller-token",
+    ("system:serviceaccounts", "system:serviceaccounts:aitenant-system"),
+)
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 SUBSCRIPTION_NS = "models-as-a-service"
@@ -36,12 +46,33 @@ SUBSCRIPTION_NS = "models-as-a-service"
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster() as local:
+    with LocalCluster(extra_users=[CONTROLLER_USER], audit=True) as local:
         yield local
 
 
 def client_for(cluster: LocalCluster) -> AsyncClient:
     return AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="aitenant-tests")
+
+
+def controller_kubeconfig(cluster: LocalCluster) -> Path:
+    """The controller authenticates as its service account, bound only to our ClusterRoles."""
+    return cluster.kubeconfig_for(CONTROLLER_USER)
+
+
+async def bind_controller_roles(client: AsyncClient) -> None:
+    for path in sorted((samples.MANIFESTS / "rbac").glob("*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "ClusterRole":
+                role = cast(ClusterRole, ClusterRole.from_dict(doc))
+                await client.apply(role, field_manager="aitenant-tests", force=True)
+    binding = ClusterRoleBinding(
+        metadata=ObjectMeta(name="aitenant-controller"),
+        roleRef=RoleRef(
+            apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="aitenant-controller"
+        ),
+        subjects=[Subject(kind="ServiceAccount", name="aitenant-controller", namespace=INFRA_NS)],
+    )
+    await client.apply(binding, field_manager="aitenant-tests", force=True)
 
 
 @pytest.fixture(scope="session")
@@ -50,6 +81,8 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
     await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
     for ns in (AITENANT_NS, GATEWAY_NS, INFRA_NS):
         await samples.ensure_namespace(client, ns)
+    await samples.ensure_db_secret(client, INFRA_NS)
+    await bind_controller_roles(client)
     yield client
     await client.close()
 
@@ -98,6 +131,7 @@ def e2e_settings(
     values: dict[str, Any] = {
         "maas_api_url_template": maas_api.url_template,
         "maas_api_ca_file": maas_api.ca_file,
+        "maas_api_ca_key_file": maas_api.ca_key_file,
         "enable_tenant_namespace_discovery": True,
         "aitenant_namespace": AITENANT_NS,
         "gateway_namespace": GATEWAY_NS,
@@ -130,7 +164,10 @@ class RunningController:
         self._client: AsyncClient | None = None
 
     async def start(self) -> App:
-        self._client = client_for(self.cluster)
+        self._client = AsyncClient(
+            KubeConfig.from_file(controller_kubeconfig(self.cluster)),
+            field_manager="aitenant-tests",
+        )
         instrument(self._client, self.metrics)
         app = build_app(self.settings, self._client, self.metrics)
         inner = app.aitenant_controller.reconcile
@@ -156,16 +193,28 @@ class RunningController:
 
 
 @pytest.fixture(scope="session")
+async def availability(kube: AsyncClient) -> AsyncIterator[samples.DeploymentAvailability]:
+    """No kubelet runs: marks each maas-api Deployment Available as the deployment controller
+    would, so configs turn Ready through the platform reconciler (``held`` tenants excepted)."""
+    simulator = samples.DeploymentAvailability(kube)
+    task = asyncio.create_task(simulator.run())
+    yield simulator
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
+@pytest.fixture(scope="session")
 async def controller(
-    cluster: LocalCluster, kube: AsyncClient, maas_api: FakeMaasApi, webhook_tls: WebhookTLS
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    maas_api: FakeMaasApi,
+    webhook_tls: WebhookTLS,
+    availability: samples.DeploymentAvailability,
 ) -> AsyncIterator[RunningController]:
     running = RunningController(cluster, e2e_settings(maas_api, webhook_tls))
     await running.start()
-    simulator = asyncio.create_task(samples.simulate_platform_readiness(kube))
     yield running
-    simulator.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await simulator
     await running.stop()
 
 

@@ -106,11 +106,8 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
     api = "maas.opendatahub.io/v1alpha1"
     await kube.create(MaaSSubscription.from_dict(generic("MaaSSubscription", "sub", tns, api)))
     await kube.create(MaaSAuthPolicy.from_dict(generic("MaaSAuthPolicy", "pol", tns, api)))
-    await kube.create(
-        GatewayAuthPolicy.from_dict(
-            generic("AuthPolicy", f"{name}-maas-auth", GATEWAY_NS, "kuadrant.io/v1")
-        )
-    )
+    # The tenant platform created the Gateway's AuthPolicy (create-if-missing).
+    await kube.get(GatewayAuthPolicy, f"{name}-maas-auth", namespace=GATEWAY_NS)
     gateway_before = await kube.get(Gateway, name, namespace=GATEWAY_NS)
 
     await kube.delete(AITenant, name, namespace=AITENANT_NS)
@@ -246,9 +243,14 @@ async def test_unmanaged_gateway_auth_policy_is_kept(
     name = unique("optout")
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
-    policy = generic("AuthPolicy", f"{name}-maas-auth", GATEWAY_NS, "kuadrant.io/v1")
-    policy["metadata"]["annotations"] = {"opendatahub.io/managed": "false"}
-    await kube.create(GatewayAuthPolicy.from_dict(policy))
+    # The platform created it; the administrator opts it out of management.
+    await kube.patch(
+        GatewayAuthPolicy,
+        f"{name}-maas-auth",
+        {"metadata": {"annotations": {"opendatahub.io/managed": "false"}}},
+        namespace=GATEWAY_NS,
+        patch_type=PatchType.MERGE,
+    )
     await kube.delete(AITenant, name, namespace=AITENANT_NS)
     await wait_gone(kube, name)
     await kube.get(GatewayAuthPolicy, f"{name}-maas-auth", namespace=GATEWAY_NS)

@@ -17,8 +17,17 @@ from lightkube.resources.coordination_v1 import Lease
 
 from aitenant.testing import samples
 from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.maas_api import FakeMaasApi
 
-from .conftest import AITENANT_NS, GATEWAY_NS, INFRA_NS, Names, RunningController, wait_phase
+from .conftest import (
+    AITENANT_NS,
+    GATEWAY_NS,
+    INFRA_NS,
+    Names,
+    RunningController,
+    controller_kubeconfig,
+    wait_phase,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -26,7 +35,7 @@ LEASE, RENEW, RETRY = 3.0, 2.0, 0.5
 
 
 class Replica:
-    def __init__(self, cluster: LocalCluster, name: str) -> None:
+    def __init__(self, cluster: LocalCluster, name: str, maas_api: FakeMaasApi) -> None:
         assert cluster.workdir is not None
         self.name = name
         self.log = cluster.workdir / f"replica-{name}.log"
@@ -35,11 +44,13 @@ class Replica:
             self.proc = subprocess.Popen(
                 [
                     sys.executable, "-m", "aitenant",
-                    "--kubeconfig", str(cluster.kubeconfig),
+                    "--kubeconfig", str(controller_kubeconfig(cluster)),
                     "--gateway-namespace", GATEWAY_NS,
                     "--controller-namespace", INFRA_NS,
                     "--enable-tenant-namespace-discovery",
                     "--manage-default-tenant=false",
+                    f"--maas-api-ca-file={maas_api.ca_file}",
+                    f"--maas-api-ca-key-file={maas_api.ca_key_file}",
                     "--webhook-port=0", "--metrics-port=0", "--health-port=0",
                     "--leader-elect",
                     f"--leader-elect-lease-duration={LEASE}s",
@@ -68,10 +79,10 @@ async def holder(kube: AsyncClient) -> str:
 
 @pytest.fixture
 async def replicas(
-    cluster: LocalCluster, kube: AsyncClient, controller: RunningController
+    cluster: LocalCluster, kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi
 ) -> AsyncIterator[dict[str, Replica]]:
     await controller.stop()  # the session controller does not take part in the election
-    started = {name: Replica(cluster, name) for name in ("replica-a", "replica-b")}
+    started = {name: Replica(cluster, name, maas_api) for name in ("replica-a", "replica-b")}
     try:
         yield started
     finally:

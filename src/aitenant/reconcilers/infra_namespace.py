@@ -111,6 +111,6 @@ async def monitor_managed_namespace(client: AsyncClient, name: str, interval: fl
     while True:
         try:
             await ensure_managed_namespace(client, name)
-        except (NamespaceSetupError, ApiError, OSError) as exc:
-            log.warning("namespace monitor: %s", exc)
+        except Exception as exc:  # a bad tick must never take the process down
+            log.warning("namespace monitor: %r", exc)
         await asyncio.sleep(interval)

@@ -121,8 +121,8 @@ class LeaderElector:
                     )
                     self.is_leader.set()
                     return
-            except ApiError as exc:
-                log.warning("leader election: %s", exc)
+            except Exception as exc:  # any failure to talk to the API: try again later
+                log.warning("leader election: %r", exc)
             await asyncio.sleep(self.retry_period)
 
     async def hold(self) -> None:
@@ -133,8 +133,8 @@ class LeaderElector:
             await asyncio.sleep(self.retry_period)
             try:
                 ok = await asyncio.wait_for(self.try_acquire_or_renew(), self.renew_deadline)
-            except (ApiError, TimeoutError, OSError) as exc:
-                log.warning("leader lease renewal failed: %s", exc)
+            except Exception as exc:  # counted against the renew deadline below
+                log.warning("leader lease renewal failed: %r", exc)
                 ok = False
             if ok:
                 last_renew = loop.time()

@@ -22,7 +22,7 @@ class ShutDown(Exception):
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, base_delay: float = 0.05, max_delay: float = 120.0) -> None:
+    def __init__(self, *, base_delay: float = 0.05, max_delay: float = 30.0) -> None:
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._items: deque[K] = deque()

@@ -3,8 +3,9 @@
 Brings up etcd + kube-apiserver + kube-controller-manager on loopback (or, with
 ``--use-kubeconfig``, the cluster ``$KUBECONFIG`` points at), installs the CRDs, starts
 ``aitenant-controller`` as a real process, creates the seed example's Gateway and AITenant
-``red-team``, reports its MaasTenantConfig Ready the way the platform reconciler will, and
-prints ``kubectl get aitenants``. Then it keeps running until Ctrl-C (``--once`` to exit).
+``red-team``, and prints ``kubectl get aitenants``. The controller renders the tenant's maas-api
+platform; with no kubelet to run it, the demo marks the maas-api Deployment Available as the
+deployment controller would. Then it keeps running until Ctrl-C (``--once`` to exit).
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from lightkube import ApiError, AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import Namespace
+from lightkube import AsyncClient, KubeConfig
 
 from aitenant import contract
 from aitenant.resources import AITenant
@@ -54,24 +54,14 @@ async def wait_ready(client: AsyncClient, timeout: float) -> float:
     raise TimeoutError(f"AITenant {TENANT} not Ready after {timeout}s")
 
 
-async def wait_namespace(client: AsyncClient, name: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            await client.get(Namespace, name)
-            return
-        except ApiError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
-
-
 async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="aitenant-demo")
     await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
     for ns in (GATEWAY_NS, INFRA_NS):
         await samples.ensure_namespace(client, ns)
+    await samples.ensure_db_secret(client, INFRA_NS)
+    ca_file, ca_key_file = samples.write_ca(workdir / "maas-api-ca")
 
     log_path = workdir / "controller.log"
     with log_path.open("ab") as log:
@@ -88,16 +78,18 @@ async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
                 INFRA_NS,
                 "--enable-tenant-namespace-discovery",
                 "--manage-default-tenant=false",
+                f"--maas-api-ca-file={ca_file}",
+                f"--maas-api-ca-key-file={ca_key_file}",
                 "--webhook-port=0",
                 "--bind-address=127.0.0.1",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-    simulator = asyncio.create_task(samples.simulate_platform_readiness(client))
+    simulator = asyncio.create_task(samples.DeploymentAvailability(client).run())
     try:
         # The controller creates the AITenant infrastructure namespace when it starts.
-        await wait_namespace(client, contract.DEFAULT_AITENANT_NAMESPACE, 60)
+        await samples.wait_namespace(client, contract.DEFAULT_AITENANT_NAMESPACE, 60)
         await samples.create_gateway(client, samples.gateway(TENANT, GATEWAY_NS))
         await samples.create_aitenant(
             client,
@@ -119,6 +111,8 @@ async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
             "  kubectl get ait -A\n"
             f"  kubectl describe aitenant {TENANT} -n {contract.DEFAULT_AITENANT_NAMESPACE}\n"
             f"  kubectl get maastenantconfig,roles -n ai-tenant-{TENANT}\n"
+            f"  kubectl get deploy,svc,secret,networkpolicy,cronjob,httproute,authpolicy "
+            f"-n {INFRA_NS} -l maas.opendatahub.io/tenant-name={TENANT}\n"
             f"Controller log: {log_path}\n"
         )
         if not once:

@@ -15,6 +15,16 @@ import trustme
 from aiohttp import web
 
 
+async def serve_loopback_tls(app: web.Application, ca: trustme.CA) -> tuple[web.AppRunner, int]:
+    """Serve ``app`` over HTTPS on a free loopback port with a certificate from ``ca``."""
+    ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1", "localhost").configure_cert(ctx)
+    runner = web.AppRunner(app, access_log=None, shutdown_timeout=1)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=ctx).start()
+    return runner, int(runner.addresses[0][1])
+
+
 @dataclass
 class FakeMaasApi:
     workdir: Path
@@ -27,6 +37,11 @@ class FakeMaasApi:
     @property
     def ca_file(self) -> Path:
         return self.workdir / "maas-api-ca.pem"
+
+    @property
+    def ca_key_file(self) -> Path:
+        """Key of the same CA: the controller issues maas-api serving certs from it (D9)."""
+        return self.workdir / "maas-api-ca.key"
 
     @property
     def url_template(self) -> str:
@@ -53,16 +68,10 @@ class FakeMaasApi:
         self.workdir.mkdir(parents=True, exist_ok=True)
         ca = trustme.CA()
         ca.cert_pem.write_to_path(str(self.ca_file))
-        cert = ca.issue_cert("127.0.0.1", "localhost")
-        ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        cert.configure_cert(ctx)
+        ca.private_key_pem.write_to_path(str(self.ca_key_file))
         app = web.Application()
         app.router.add_delete("/internal/v1/tenants/{tenant}/api-keys", self._revoke)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0, ssl_context=ctx)
-        await site.start()
-        self.port = int(self._runner.addresses[0][1])
+        self._runner, self.port = await serve_loopback_tls(app, ca)
 
     async def stop(self) -> None:
         if self._runner is not None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import uuid
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
@@ -14,11 +16,12 @@ from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import async_load_in_cluster_generic_resources
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.resources import AITenant, Gateway, MaasTenantConfig
+from aitenant.platform import kinds as platform_kinds
+from aitenant.resources import AITenant, Gateway
 
 log = logging.getLogger(__name__)
 
@@ -108,57 +111,162 @@ async def create_aitenant(client: AsyncClient, body: dict[str, Any]) -> dict[str
     return dict(await client.create(AITenant.from_dict(body)))
 
 
-async def mark_config_ready(
-    client: AsyncClient, namespace: str, name: str = "default-tenant"
-) -> None:
-    """Report a MaasTenantConfig Ready at its generation, as the platform reconciler would."""
-    config = await client.get(MaasTenantConfig, name, namespace=namespace)
-    generation = config["metadata"].get("generation", 1)
+# -- Tenant platform: what a kubelet and a platform administrator would provide ---------------
+DB_SECRET = "maas-db-config"
+TRACKED_DEPLOYMENTS: dict[str, Any] = {
+    contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE,
+    contract.LABEL_APP_NAME: "maas-api",
+}
+
+
+def write_ca(directory: Path) -> tuple[Path, Path]:
+    """A CA for maas-api serving certificates (decision D9), as the charm hands it over."""
+    import trustme  # tests, demo and benchmarks only
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    cert_file, key_file = directory / "maas-api-ca.crt", directory / "maas-api-ca.key"
+    ca.cert_pem.write_to_path(str(cert_file))
+    ca.private_key_pem.write_to_path(str(key_file))
+    return cert_file, key_file
+
+
+async def ensure_db_secret(client: AsyncClient, namespace: str, name: str = DB_SECRET) -> None:
+    """The Secret maas-api reads its database URL from (``--maas-api-db-secret``)."""
+    body = Secret(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        stringData={"DB_CONNECTION_URL": "postgresql://maas@db.example.com:5432/maas"},
+    )
+    with contextlib.suppress(ApiError):
+        await client.create(body)
+
+
+async def mark_deployment_available(client: AsyncClient, namespace: str, name: str) -> None:
+    """Report a Deployment's replicas ready and Available at its generation, as the
+    deployment controller does once the kubelet runs the pods (no kubelet runs here)."""
+    kind = platform_kinds.DEPLOYMENT.resource
+    obj = await client.get(kind, name, namespace=namespace)
+    generation = obj["metadata"].get("generation", 1)
+    replicas = (obj.get("spec") or {}).get("replicas", 1)
     patch = {
         "status": {
-            "phase": "Active",
+            "observedGeneration": generation,
+            "replicas": replicas,
+            "updatedReplicas": replicas,
+            "readyReplicas": replicas,
+            "availableReplicas": replicas,
             "conditions": [
                 {
-                    "type": "Ready",
+                    "type": "Available",
                     "status": "True",
-                    "reason": "Reconciled",
-                    "message": "simulated platform readiness",
-                    "observedGeneration": generation,
+                    "reason": "MinimumReplicasAvailable",
+                    "message": "Deployment has minimum availability.",
+                    "lastUpdateTime": "2026-01-01T00:00:00Z",
                     "lastTransitionTime": "2026-01-01T00:00:00Z",
                 }
             ],
         }
     }
-    await client.patch(
-        MaasTenantConfig.Status, name, patch, namespace=namespace, patch_type=PatchType.MERGE
+    await client.patch(kind.Status, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
+
+
+def is_available(obj: dict[str, Any]) -> bool:
+    status = obj.get("status") or {}
+    return int(status.get("observedGeneration") or 0) >= int(
+        obj["metadata"].get("generation") or 0
+    ) and any(
+        c.get("type") == "Available" and c.get("status") == "True"
+        for c in status.get("conditions") or []
     )
 
 
-async def simulate_platform_readiness(client: AsyncClient) -> None:
-    """Until cancelled: mark every AITenant-managed MaasTenantConfig Ready when it is not.
+class DeploymentAvailability:
+    """Until cancelled: mark every maas-api Deployment the controller renders Available.
 
-    Stands in for the platform reconciler (a separate issue) in the demo and benchmarks.
+    Stands in for the kubelet and the deployment controller in tests, the demo and the
+    benchmarks. Tenants named in ``held`` are left unavailable until released.
     """
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+        self.held: set[str] = set()
+        self.marked = 0
+
+    async def run(self) -> None:
+        while True:
+            try:
+                async for _, obj in self.client.watch(
+                    platform_kinds.DEPLOYMENT.resource, namespace="*", labels=TRACKED_DEPLOYMENTS
+                ):
+                    await self._observe(dict(obj))
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("availability simulator: %r", exc)
+                await asyncio.sleep(0.5)
+
+    async def _observe(self, obj: dict[str, Any]) -> None:
+        meta = obj["metadata"]
+        tenant = (meta.get("labels") or {}).get(contract.LABEL_TENANT_NAME)
+        if meta.get("deletionTimestamp") or tenant in self.held or is_available(obj):
+            return
+        with contextlib.suppress(ApiError):
+            await mark_deployment_available(self.client, meta["namespace"], meta["name"])
+            self.marked += 1
+
+    async def release(self, tenant: str) -> None:
+        """Stop holding ``tenant`` back and mark its Deployments Available now."""
+        self.held.discard(tenant)
+        labels: dict[str, Any] = {**TRACKED_DEPLOYMENTS, contract.LABEL_TENANT_NAME: tenant}
+        async for obj in self.client.list(
+            platform_kinds.DEPLOYMENT.resource, namespace="*", labels=labels
+        ):
+            await self._observe(dict(obj))
+
+
+async def simulate_platform_readiness(client: AsyncClient) -> None:
+    """Until cancelled: stand in for the kubelet, so the platform reconciler reports configs
+    Ready (the name predates that reconciler, when this marked the configs Ready itself)."""
+    await DeploymentAvailability(client).run()
+
+
+def platform_readiness(client: AsyncClient) -> asyncio.Task[None]:
+    """``simulate_platform_readiness`` as a running task; cancel it when done."""
+    return asyncio.create_task(simulate_platform_readiness(client))
+
+
+async def wait_namespace(client: AsyncClient, name: str, timeout: float) -> None:
+    """Wait until a namespace exists (the controller creates its namespace at start)."""
+    deadline = asyncio.get_running_loop().time() + timeout
     while True:
         try:
-            async for _, obj in client.watch(
-                MaasTenantConfig, namespace="*", labels={contract.LABEL_MANAGED_BY_AITENANT: "true"}
-            ):
-                meta = obj["metadata"]
-                if meta.get("deletionTimestamp"):
-                    continue
-                conds = (obj.get("status") or {}).get("conditions") or []
-                ready = any(
-                    c.get("type") == "Ready"
-                    and c.get("status") == "True"
-                    and c.get("observedGeneration") == meta.get("generation")
-                    for c in conds
-                )
-                if not ready:
-                    with contextlib.suppress(ApiError):
-                        await mark_config_ready(client, meta["namespace"], meta["name"])
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            log.debug("readiness simulator: %r", exc)
-            await asyncio.sleep(0.5)
+            await client.get(Namespace, name)
+            return
+        except ApiError:
+            if asyncio.get_running_loop().time() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+
+
+def admission_review_body(
+    name: str, gateway_name: str, namespace: str = contract.DEFAULT_AITENANT_NAMESPACE
+) -> bytes:
+    """An AdmissionReview for the CREATE of an AITenant, as the API server would send it."""
+    return json.dumps(
+        {
+            "apiVersion": "admission.k8s.io/v1",
+            "kind": "AdmissionReview",
+            "request": {
+                "uid": str(uuid.uuid4()),
+                "operation": "CREATE",
+                "kind": {"group": contract.GROUP, "version": contract.VERSION, "kind": "AITenant"},
+                "resource": {
+                    "group": contract.GROUP,
+                    "version": contract.VERSION,
+                    "resource": "aitenants",
+                },
+                "namespace": namespace,
+                "object": aitenant(name, namespace, gateway_name=gateway_name),
+            },
+        }
+    ).encode()
