@@ -26,6 +26,7 @@ from charmlibs.interfaces.tls_certificates import (
 )
 from lightkube import Client
 from lightkube.core.exceptions import ApiError, ConfigError
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
@@ -77,6 +78,8 @@ WORKLOAD_UID: Final = 584792
 # from it when no `certificates` relation exists.
 INTERNAL_CA_LABEL: Final = "internal-ca"
 WEBHOOK_CERT_LABEL: Final = "webhook-fallback-cert"
+# The controller's CRD, read only to show the number of tenants in the status.
+AITENANT = create_namespaced_resource(contract.GROUP, contract.VERSION, "AITenant", "aitenants")
 
 
 @dataclass(frozen=True)
@@ -373,7 +376,10 @@ class AITenantCharm(ops.CharmBase):
             return ops.WaitingStatus("controller not ready: /readyz failing")
         if not self.unit.is_leader():
             return ops.ActiveStatus("standby (leader election is the controller's)")
-        return ops.ActiveStatus()
+        tenants = self._count_tenants()
+        if tenants is None:
+            return ops.ActiveStatus()
+        return ops.ActiveStatus(f"{tenants} tenant{'' if tenants == 1 else 's'}")
 
     # --- Reads (no writes) ----------------------------------------------------------------
 
@@ -406,6 +412,14 @@ class AITenantCharm(ops.CharmBase):
         except (ConfigError, httpx2.HTTPError, OSError) as exc:
             return ApiAccess(trusted=False, error=str(exc) or type(exc).__name__)
         return ApiAccess(trusted=True)
+
+    def _count_tenants(self) -> int | None:
+        """AITenants in the cluster, for the status line; None when the API will not say."""
+        try:
+            return sum(1 for _ in self._kube.list(AITENANT, namespace="*"))
+        except (ApiError, httpx2.HTTPError, OSError) as exc:
+            logger.debug("could not count AITenants: %s", exc)
+            return None
 
     def _read_secret(self, label: str) -> tuple[ops.Secret | None, dict[str, str]]:
         try:

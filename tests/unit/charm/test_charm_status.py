@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from unittest.mock import MagicMock
 
 import ops
 import pytest
@@ -122,7 +123,7 @@ def test_gateway_from_config_alone_is_enough(kit: CharmKit):
     kit.configure(gateway_namespace="istio-gw", gateway_name="maas-gateway")
     # WHEN the status is computed
     # THEN the unit is active
-    assert kit.status() == ops.ActiveStatus()
+    assert kit.status() == ops.ActiveStatus("0 tenants")
 
 
 def test_missing_maas_api_relation_blocks(kit: CharmKit):
@@ -190,8 +191,17 @@ def test_failing_readyz_waits(ready: CharmKit):
 def test_leader_is_active(ready: CharmKit):
     # GIVEN everything in place
     # WHEN the status is computed
-    # THEN the leader is active with no message
-    assert ready.status() == ops.ActiveStatus()
+    # THEN the leader is active and counts the tenants
+    assert ready.status() == ops.ActiveStatus("0 tenants")
+
+
+def test_leader_status_counts_tenants(ready: CharmKit, kube: MagicMock):
+    # GIVEN two AITenants in the cluster
+    tenants = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
+    kube.list.side_effect = lambda res, *a, **k: iter(tenants if res is charm.AITENANT else [])
+    # WHEN the status is computed
+    # THEN the leader reports them
+    assert ready.status() == ops.ActiveStatus("2 tenants")
 
 
 def test_non_leader_is_active_standby(ready: CharmKit):
