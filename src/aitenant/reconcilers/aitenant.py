@@ -63,6 +63,7 @@ log = logging.getLogger(__name__)
 Reason = contract.Reason
 REQUEUE_FAILED = 30.0
 REQUEUE_NAMESPACE_PENDING = 1.0
+REQUEUE_TRANSIENT = 5.0  # an API error while reading or patching for legacy migration
 
 WARNING_PHASES = {contract.PHASE_FAILED}
 WARNING_REASONS = {Reason.DELETION_BLOCKED}
@@ -317,9 +318,11 @@ class AITenantReconciler:
     ) -> tuple[AITenantView, Obj | None]:
         """Fill the spec from a legacy Tenant/default-tenant (§6.1); returns (tenant, legacy).
 
-        Failures are ``LegacyTenantMigrationFailed`` without requeue, as upstream: only a change
-        to the AITenant (or a restart) brings the tenant back. A successful spec patch does not
-        end the pass (decision D1): the rest of the pass runs on the patched object.
+        A legacy Tenant that cannot be migrated is ``LegacyTenantMigrationFailed`` without
+        requeue, as upstream: only a change brings the tenant back. An API error on the way is
+        reported the same but retried soon (upstream leaves it Failed until another event,
+        which strands tenants on any transient 5xx). A successful spec patch does not end the
+        pass (decision D1): the rest of the pass runs on the patched object.
         """
         failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
         try:
@@ -327,7 +330,7 @@ class AITenantReconciler:
                 LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
             )
         except ApiError as exc:
-            raise StepFailed(failed, api_message(exc), requeue_after=None) from None
+            raise StepFailed(failed, api_message(exc), requeue_after=REQUEUE_TRANSIENT) from None
         if legacy_tenant is None:
             return tenant, None
         legacy_tenant = dict(legacy_tenant)
@@ -355,7 +358,7 @@ class AITenantReconciler:
             raise StepFailed(
                 failed,
                 f"patch AITenant with legacy Tenant platform context: {api_message(exc)}",
-                requeue_after=None,
+                requeue_after=REQUEUE_TRANSIENT,
             ) from None
         log.info(
             "aitenant %s/%s: filled %s from legacy Tenant %s/%s",

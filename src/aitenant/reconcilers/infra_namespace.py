@@ -31,15 +31,26 @@ async def ensure_managed_namespace(
     create_steps: int = 5,
     create_backoff: float = 1.0,
 ) -> None:
-    try:
-        ns = await client.get(Namespace, name)
-    except ApiError as exc:
-        if status_code(exc) == 403:
-            log.info("namespace %s: get forbidden; assuming it is managed externally", name)
-            return
-        if not is_not_found(exc):
-            raise NamespaceSetupError(f"get namespace {name}: {exc}") from exc
-        ns = None
+    ns: Namespace | None = None
+    delay = create_backoff
+    for attempt in range(create_steps):
+        try:
+            ns = await client.get(Namespace, name)
+            break
+        except ApiError as exc:
+            if status_code(exc) == 403:
+                log.info("namespace %s: get forbidden; assuming it is managed externally", name)
+                return
+            if is_not_found(exc):
+                break
+            # A transient answer (429, 5xx) must not stop the process: retry with backoff.
+            if attempt == create_steps - 1:
+                raise NamespaceSetupError(f"get namespace {name}: {exc}") from exc
+        except OSError as exc:
+            if attempt == create_steps - 1:
+                raise NamespaceSetupError(f"get namespace {name}: {exc}") from exc
+        await asyncio.sleep(delay)
+        delay *= 2
     if ns is not None and ns.status is not None and ns.status.phase == "Terminating":
         try:
             ns = await _wait_terminated(client, name, poll, terminating_timeout)
