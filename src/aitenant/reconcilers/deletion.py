@@ -42,6 +42,7 @@ from aitenant.reconcilers.aitenant import (
     check_placement,
     claim_owned_by,
 )
+from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
 from aitenant.resources import AITenant, AITenantView, GatewayAuthPolicy, MaasTenantConfig
 from aitenant.runtime.controller import Result
@@ -319,25 +320,7 @@ class TenantFinalizer:
             if is_not_found(exc):
                 return
             raise
-        meta = obj["metadata"]
-        remaining = [f for f in meta.get("finalizers") or [] if f != contract.AITENANT_FINALIZER]
-        patch = {
-            "metadata": {
-                "finalizers": remaining or None,
-                "resourceVersion": meta["resourceVersion"],
-            }
-        }
-        try:
-            await self.client.patch(
-                AITenant,
-                meta["name"],
-                patch,
-                namespace=meta["namespace"],
-                patch_type=PatchType.MERGE,
-            )
-        except ApiError as exc:
-            if not is_not_found(exc):
-                raise
+        await drop_finalizer(self.client, AITenant, obj, contract.AITENANT_FINALIZER)
 
     # -- deletion timeout ----------------------------------------------------------------------
     async def force_cleanup(self, ctx: TenantContext, status: StatusWriter) -> Result:

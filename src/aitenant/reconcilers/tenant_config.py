@@ -61,6 +61,7 @@ from aitenant.platform.render import (
     tracking_labels,
 )
 from aitenant.reconcilers import conditions
+from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.resources import (
     AITenant,
     AITenantView,
@@ -611,27 +612,9 @@ class TenantConfigReconciler:
         return cached
 
     async def remove_finalizer(self, config: Obj) -> None:
-        meta = config["metadata"]
-        remaining = [
-            f for f in meta.get("finalizers") or [] if f != contract.TENANT_CONFIG_FINALIZER
-        ]
-        patch = {
-            "metadata": {
-                "finalizers": remaining or None,
-                "resourceVersion": meta["resourceVersion"],
-            }
-        }
-        try:
-            await self.client.patch(
-                MaasTenantConfig,
-                meta["name"],
-                patch,
-                namespace=meta["namespace"],
-                patch_type=PatchType.MERGE,
-            )
-        except ApiError as exc:
-            if not is_not_found(exc):
-                raise
+        await drop_finalizer(
+            self.client, MaasTenantConfig, config, contract.TENANT_CONFIG_FINALIZER
+        )
 
     # -- helpers -------------------------------------------------------------------------------
     def cached(self, manifest: Manifest) -> Any:
