@@ -15,6 +15,8 @@ from typing import Any
 
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
+from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
@@ -44,6 +46,8 @@ from aitenant.runtime.informer import EventType, Handler, Informer, Obj
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.retry import RetryReads
 from aitenant.runtime.tls import CertReloader
 from aitenant.settings import Settings, SettingsError, load_settings
 from aitenant.webhook import server as webhook_server
@@ -63,8 +67,12 @@ def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
 
 
 def instrument(client: AsyncClient, metrics: Metrics) -> None:
-    """Count every API request by verb and code (lightkube exposes no hook, httpx does)."""
+    """Count every API request by verb and code (lightkube exposes no hook, httpx does), and
+    retry transient answers to reads inside the client (``runtime.retry``)."""
     http_client: Any = client._client._client  # pyright: ignore[reportPrivateUsage]
+    http_client._transport = RetryReads(
+        http_client._transport, on_retry=metrics.api_read_retries.inc
+    )
 
     async def on_response(response: Any) -> None:
         request = response.request
@@ -95,7 +103,8 @@ def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
     )
 
 
-def config_owner(obj: Obj) -> Key | None:
+def annotated_owner(obj: Obj) -> Key | None:
+    """The AITenant named by an object's owner annotations (configs, Roles)."""
     ann = obj["metadata"].get("annotations") or {}
     name = ann.get(contract.ANNOTATION_AITENANT_NAME)
     namespace = ann.get(contract.ANNOTATION_AITENANT_NAMESPACE)
@@ -134,6 +143,18 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     )
     configs = Informer(client, MaasTenantConfig)
     gateways = Informer(client, Gateway, namespace=settings.gateway_namespace)
+    # Read caches for the tenant's children, so a pass over an unchanged tenant reads little
+    # from the API (and a few faulty answers do not fail most passes).
+    claims = Informer(
+        client,
+        ConfigMap,
+        namespace=settings.aitenant_namespace,
+        labels={contract.LABEL_GATEWAY_CLAIM: "true"},
+    )
+    roles = Informer(client, Role, labels={contract.LABEL_MANAGED_BY_AITENANT: "true"})
+    reads = CachedReads(client)
+    for informer in (configs, gateways, claims, roles):
+        reads.serve(informer)
 
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
     finalizer = TenantFinalizer(
@@ -147,6 +168,8 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         settings=settings,
         events=events,
         get_tenant=tenants.get,
+        remember=tenants.remember,
+        reads=reads,
         finalize=finalizer,
     )
     controller = Controller(
@@ -161,6 +184,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         client=client,
         settings=settings,
         get_config=configs.get,
+        remember=configs.remember,
         get_tenant=tenants.get,
         get_gateway=gateways.get,
         discovery=ApiDiscovery(http_fetch(client)),
@@ -176,11 +200,16 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             controller.enqueue(Key(meta["namespace"], meta["name"]))
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
-        if (key := config_owner(new)) is not None:
+        if (key := annotated_owner(new)) is not None:
             controller.enqueue(key)
         meta = new["metadata"]
         if in_scope(new, settings) and (event == "DELETED" or config_changed(old, new)):
             config_controller.enqueue(Key(meta["namespace"], meta["name"]))
+
+    def on_role(event: EventType, old: Obj | None, new: Obj) -> None:
+        # A tenant-admin Role edited or deleted by someone else: restore it now.
+        if event != "ADDED" and (key := annotated_owner(new)) is not None:
+            controller.enqueue(key)
 
     def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
         if (
@@ -196,6 +225,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     tenants.add_handler(on_tenant)
     configs.add_handler(on_config)
     gateways.add_handler(on_gateway)
+    roles.add_handler(on_role)
 
     elector = None
     if settings.leader_elect:
@@ -208,7 +238,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             retry_period=settings.leader_elect_retry_period,
         )
     manager = Manager(
-        informers=[tenants, configs, gateways],
+        informers=[tenants, configs, gateways, claims, roles],
         required_informers=[tenants, configs],
         controllers=[controller, config_controller],
         elector=elector,

@@ -2,13 +2,19 @@
 
 Exception
 ├── StepFailed          a reconcile step failed in a way the status must show
-│                        (reason, message, phase, requeue_after: None = wait for an event)
+│                        (reason, message, phase, requeue_after: None = wait for an event);
+│                        when it reports a transient API answer (``is_transient``) the
+│                        reconciler retries with backoff instead of waiting ``requeue_after``
 └── lightkube.ApiError  unexpected API failure → the runtime retries with backoff
 """
 
 from __future__ import annotations
 
+import httpx2
 from lightkube import ApiError
+
+# Answers worth retrying soon: conflicts, throttling, server trouble.
+TRANSIENT_CODES = frozenset({409, 429, 500, 502, 503, 504})
 
 
 class StepFailed(Exception):
@@ -26,11 +32,23 @@ class StepFailed(Exception):
         self.requeue_after = requeue_after
         self.phase = phase
 
+    @property
+    def transient(self) -> bool:
+        """It reports an API answer worth retrying soon (the error it was raised from)."""
+        return is_transient(self.__cause__ or self.__context__)
+
 
 def status_code(exc: BaseException) -> int | None:
     if isinstance(exc, ApiError):
         return exc.status.code
     return None
+
+
+def is_transient(exc: BaseException | None) -> bool:
+    """A conflict, throttling, server trouble or a broken connection: retry with backoff."""
+    if isinstance(exc, ApiError):
+        return exc.status.code in TRANSIENT_CODES
+    return isinstance(exc, httpx2.TransportError)
 
 
 def is_not_found(exc: BaseException) -> bool:
@@ -40,6 +58,11 @@ def is_not_found(exc: BaseException) -> bool:
 def is_conflict(exc: BaseException) -> bool:
     """409: AlreadyExists on create, or a stale resourceVersion on update."""
     return status_code(exc) == 409
+
+
+def already_exists(exc: BaseException) -> bool:
+    """A create refused because the object exists (a 409 may also be a plain conflict)."""
+    return is_conflict(exc) and isinstance(exc, ApiError) and exc.status.reason == "AlreadyExists"
 
 
 def api_message(exc: BaseException) -> str:

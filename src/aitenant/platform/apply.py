@@ -26,7 +26,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import api_message, is_conflict, is_not_found
+from aitenant.errors import api_message, is_conflict, is_not_found, is_transient
 from aitenant.platform.kinds import Kind
 from aitenant.platform.render import Manifest, Ref, ref_of
 
@@ -40,10 +40,6 @@ UNKNOWN: Any = object()
 Lookup = Callable[[Manifest], Any]
 
 
-# Answers worth retrying soon: conflicts, throttling, server trouble.
-TRANSIENT_CODES = frozenset({409, 429, 500, 502, 503, 504})
-
-
 class ApplyError(Exception):
     """An object could not be written; the message names it and the API's answer."""
 
@@ -53,7 +49,7 @@ class ApplyError(Exception):
 
     @property
     def transient(self) -> bool:
-        return self.cause.status.code in TRANSIENT_CODES
+        return is_transient(self.cause)
 
 
 def is_unmanaged(obj: Mapping[str, Any] | None) -> bool:

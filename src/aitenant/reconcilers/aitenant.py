@@ -24,15 +24,20 @@ Flow of ``reconcile`` for a live AITenant, in order:
    verified, removed: §6.2-6.4)
 9. ``ensure_tenant_admin_roles``            → Failed/RBACReconcileFailed, 30 s
 10. Active when the MaasTenantConfig is Ready at its generation, else Pending/TenantConfigNotReady
+
+A failure caused by a transient API answer (409, 429, 5xx, a broken connection) is recorded
+the same way but retried with the per-key backoff instead of the fixed 30 s: every pass makes
+several uncached requests, so at a few percent of faults a fixed 30 s would leave tenants
+failing for minutes.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
@@ -42,7 +47,14 @@ from lightkube.resources.rbac_authorization_v1 import Role
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found, namespace_missing
+from aitenant.errors import (
+    StepFailed,
+    already_exists,
+    api_message,
+    is_conflict,
+    is_not_found,
+    namespace_missing,
+)
 from aitenant.reconcilers import conditions, infra_labels, legacy, ownership
 from aitenant.reconcilers.conditions import Status
 from aitenant.resources import (
@@ -55,6 +67,7 @@ from aitenant.resources import (
 )
 from aitenant.runtime.controller import Key, Result
 from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.requests import delete_with_preconditions
 from aitenant.settings import Settings
 
@@ -63,7 +76,6 @@ log = logging.getLogger(__name__)
 Reason = contract.Reason
 REQUEUE_FAILED = 30.0
 REQUEUE_NAMESPACE_PENDING = 1.0
-REQUEUE_TRANSIENT = 5.0  # an API error while reading or patching for legacy migration
 
 WARNING_PHASES = {contract.PHASE_FAILED}
 WARNING_REASONS = {Reason.DELETION_BLOCKED}
@@ -143,10 +155,16 @@ class StatusWriter:
     """
 
     def __init__(
-        self, client: AsyncClient, events: EventRecorder, obj: Obj, generation: int
+        self,
+        client: AsyncClient,
+        events: EventRecorder,
+        obj: Obj,
+        generation: int,
+        remember: Callable[[Obj], None] = lambda _obj: None,
     ) -> None:
         self.client = client
         self.events = events
+        self.remember = remember
         self.obj = obj
         self.generation = generation
         self.written: Status = conditions.snapshot(obj.get("status") or {})
@@ -158,6 +176,7 @@ class StatusWriter:
     def rebase(self, obj: Obj) -> None:
         """The AITenant was written (not its status) during the pass: continue from that copy."""
         self.obj = obj
+        self.remember(obj)
         self.generation = int(obj["metadata"].get("generation", self.generation))
 
     async def _replace_status(self, body: Obj) -> Obj:
@@ -190,6 +209,7 @@ class StatusWriter:
         before = (self.written.get("phase"), conditions.ready_reason(self.written))
         after = (self.status.get("phase"), conditions.ready_reason(self.status))
         self.obj = updated
+        self.remember(updated)
         self.written = conditions.snapshot(self.status)
         if after != before and after[1] is not None and after[1] not in SILENT_REASONS:
             phase, reason = after
@@ -227,12 +247,18 @@ class AITenantReconciler:
         settings: Settings,
         events: EventRecorder,
         get_tenant: Callable[[str, str], Obj | None],
+        remember: Callable[[Obj], None] = lambda _obj: None,
+        reads: CachedReads | None = None,
         finalize: Finalize | None = None,
     ) -> None:
         self.client = client
+        # Children (Gateway, claim, config, Roles) from informers where the manager runs them.
+        self.reads = reads or CachedReads(client)
         self.settings = settings
         self.events = events
+        # The informer's copy, or the newer one our last write returned (``remember``).
         self.get_tenant = get_tenant
+        self.remember = remember
         self.finalize = finalize
 
     # -- entry point ---------------------------------------------------------------------------
@@ -245,11 +271,13 @@ class AITenantReconciler:
         if tenant.deleting:
             if contract.AITENANT_FINALIZER not in tenant.finalizers or self.finalize is None:
                 return Result()
-            status = StatusWriter(self.client, self.events, cached, tenant.generation)
+            status = StatusWriter(
+                self.client, self.events, cached, tenant.generation, self.remember
+            )
             return await self.finalize(tenant, status)
         obj = await self.ensure_finalizer(tenant)
         tenant = AITenantView(obj)
-        status = StatusWriter(self.client, self.events, obj, tenant.generation)
+        status = StatusWriter(self.client, self.events, obj, tenant.generation, self.remember)
         try:
             result = await self._reconcile_live(tenant, status)
         except StepFailed as failure:
@@ -258,6 +286,8 @@ class AITenantReconciler:
             log.info(
                 "aitenant %s: %s (%s): %s", key, failure.phase, failure.reason, failure.message
             )
+            if failure.transient:  # a 409/429/5xx on the way: soon, with backoff (not 30 s)
+                return Result(retry=True)
             return Result(requeue_after=failure.requeue_after)
         log.info(
             "aitenant %s: %s (%s) in %.0f ms",
@@ -308,10 +338,13 @@ class AITenantReconciler:
                 "resourceVersion": tenant.obj["metadata"]["resourceVersion"],
             }
         }
-        updated = await self.client.patch(
-            AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
+        updated = dict(
+            await self.client.patch(
+                AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
+            )
         )
-        return dict(updated)
+        self.remember(updated)
+        return updated
 
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
@@ -320,8 +353,8 @@ class AITenantReconciler:
 
         A legacy Tenant that cannot be migrated is ``LegacyTenantMigrationFailed`` without
         requeue, as upstream: only a change brings the tenant back. An API error on the way is
-        reported the same but retried soon (upstream leaves it Failed until another event,
-        which strands tenants on any transient 5xx). A successful spec patch does not end the
+        reported the same but retried (upstream leaves it Failed until another event, which
+        strands tenants on any transient 5xx). A successful spec patch does not end the
         pass (decision D1): the rest of the pass runs on the patched object.
         """
         failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
@@ -330,7 +363,7 @@ class AITenantReconciler:
                 LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
             )
         except ApiError as exc:
-            raise StepFailed(failed, api_message(exc), requeue_after=REQUEUE_TRANSIENT) from None
+            raise StepFailed(failed, api_message(exc)) from None
         if legacy_tenant is None:
             return tenant, None
         legacy_tenant = dict(legacy_tenant)
@@ -358,7 +391,6 @@ class AITenantReconciler:
             raise StepFailed(
                 failed,
                 f"patch AITenant with legacy Tenant platform context: {api_message(exc)}",
-                requeue_after=REQUEUE_TRANSIENT,
             ) from None
         log.info(
             "aitenant %s/%s: filled %s from legacy Tenant %s/%s",
@@ -392,16 +424,17 @@ class AITenantReconciler:
                 "spec.gateway.name is required when AITenant name is empty",
             )
         try:
-            return dict(await self.client.get(Gateway, name, namespace=ns))
+            gateway = await self._get_optional(Gateway, name, ns)
         except ApiError as exc:
-            if is_not_found(exc):
-                message = (
-                    f"gateway {ns}/{name} not found: the Gateway must be created by a network or "
-                    "cluster administrator before AITenant can be provisioned"
-                )
-            else:
-                message = f"get Gateway {ns}/{name}: {api_message(exc)}"
+            message = f"get Gateway {ns}/{name}: {api_message(exc)}"
             raise StepFailed(Reason.GATEWAY_CHECK_FAILED, message) from None
+        if gateway is None:
+            raise StepFailed(
+                Reason.GATEWAY_CHECK_FAILED,
+                f"gateway {ns}/{name} not found: the Gateway must be created by a network or "
+                "cluster administrator before AITenant can be provisioned",
+            )
+        return gateway
 
     async def ensure_infra_namespace_gateway_labels(
         self, ctx: TenantContext, gateway: Obj, status: StatusWriter
@@ -489,7 +522,7 @@ class AITenantReconciler:
             try:
                 await self.client.create(body)
             except ApiError as exc:
-                if not is_conflict(exc):
+                if not already_exists(exc):
                     raise
                 claim = await self.client.get(ConfigMap, name, namespace=ns)
         if claim is not None:
@@ -529,11 +562,22 @@ class AITenantReconciler:
             meta.ownerReferences = refs
             await self.client.replace(claim)
 
-    async def _delete_stale_claims(self, ctx: TenantContext, *, keep: str) -> None:
+    async def _claims(self) -> AsyncIterator[ConfigMap]:
+        """Every gateway claim: from the claims informer when it runs, else one LIST."""
         ns = self.settings.aitenant_namespace
+        informer = self.reads.informer(ConfigMap)
+        if informer is not None and informer.namespace == ns:
+            for obj in informer.list():
+                yield cast(ConfigMap, ConfigMap.from_dict(obj))
+            return
         async for claim in self.client.list(
             ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
         ):
+            yield claim
+
+    async def _delete_stale_claims(self, ctx: TenantContext, *, keep: str) -> None:
+        ns = self.settings.aitenant_namespace
+        async for claim in self._claims():
             meta = claim.metadata or ObjectMeta()
             if meta.name != keep and claim_owned_by(meta, ctx.tenant):
                 try:
@@ -568,7 +612,7 @@ class AITenantReconciler:
                 await self.client.create(body)
                 return
             except ApiError as exc:
-                if not is_conflict(exc):
+                if not already_exists(exc):
                     raise StepFailed(
                         Reason.TENANT_NAMESPACE_FAILED,
                         f'create tenant namespace "{name}": {api_message(exc)}',
@@ -625,7 +669,7 @@ class AITenantReconciler:
                         phase=contract.PHASE_PENDING,
                         requeue_after=REQUEUE_NAMESPACE_PENDING,
                     ) from None
-                if not is_conflict(exc):
+                if not already_exists(exc):
                     raise StepFailed(
                         Reason.TENANT_CONFIG_RECONCILE_FAILED, f"create {ref}: {api_message(exc)}"
                     ) from None
@@ -754,7 +798,7 @@ class AITenantReconciler:
                 await self.client.create(body)
                 return
             except ApiError as exc:
-                if not is_conflict(exc):
+                if not already_exists(exc):
                     raise failed("create", exc) from None
             try:
                 role = await self.client.get(Role, name, namespace=namespace)
@@ -780,15 +824,7 @@ class AITenantReconciler:
 
     # -- helpers -------------------------------------------------------------------------------
     async def _get_optional(self, resource: Any, name: str, namespace: str | None = None) -> Any:
-        try:
-            if namespace is None:
-                obj = await self.client.get(resource, name)
-            else:
-                obj = await self.client.get(resource, name, namespace=namespace)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
+        obj = await self.reads.get(resource, name, namespace)
         return dict(obj) if isinstance(obj, dict) else obj
 
 

@@ -40,7 +40,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import api_message, is_conflict, is_not_found
+from aitenant.errors import already_exists, api_message, is_conflict, is_not_found
 from aitenant.reconcilers import conditions, legacy
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
 from aitenant.settings import Settings
@@ -255,7 +255,7 @@ class DefaultTenantBootstrap:
             log.info("created Config/%s", contract.CONFIG_NAME)
             return created
         except ApiError as exc:
-            if not is_conflict(exc):
+            if not already_exists(exc):
                 raise
         return dict(await self.client.get(Config, contract.CONFIG_NAME))
 

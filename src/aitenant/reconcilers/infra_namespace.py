@@ -13,7 +13,7 @@ from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import is_conflict, is_not_found, status_code
+from aitenant.errors import already_exists, is_not_found, status_code
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +97,7 @@ async def _create(client: AsyncClient, name: str, steps: int, backoff: float) ->
         except ApiError as exc:
             if status_code(exc) == 403:
                 raise NamespaceSetupError(f"create namespace {name}: forbidden: {exc}") from exc
-            if is_conflict(exc):
+            if already_exists(exc):
                 ns = await client.get(Namespace, name)
                 if ns.status is None or ns.status.phase != "Terminating":
                     await _ensure_label(client, name, ns)

@@ -227,10 +227,13 @@ class TenantConfigReconciler:
         cache: PlatformCache | None = None,
         cleanup_platform: PlatformCleanup | None = None,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        remember: Callable[[Obj], None] = lambda _obj: None,
     ) -> None:
         self.client = client
         self.settings = settings
+        # The informer's copy, or the newer one our last write returned (``remember``).
         self.get_config = get_config
+        self.remember = remember
         self.get_tenant = get_tenant or (lambda _ns, _name: None)
         self.get_gateway = get_gateway or (lambda _ns, _name: None)
         self.discovery = discovery
@@ -270,6 +273,8 @@ class TenantConfigReconciler:
             conditions.set_phase(status, failure.phase, failure.reason, failure.message, generation)
             await self.write_status(config, status)
             log.info("maastenantconfig %s: %s: %s", key, failure.reason, failure.message)
+            if failure.transient:
+                return Result(retry=True)
             return Result(requeue_after=failure.requeue_after)
         await self.write_status(config, status)
         log.debug(
@@ -367,14 +372,17 @@ class TenantConfigReconciler:
                 "resourceVersion": meta["resourceVersion"],
             }
         }
-        updated = await self.client.patch(
-            MaasTenantConfig,
-            meta["name"],
-            patch,
-            namespace=meta["namespace"],
-            patch_type=PatchType.MERGE,
+        updated = dict(
+            await self.client.patch(
+                MaasTenantConfig,
+                meta["name"],
+                patch,
+                namespace=meta["namespace"],
+                patch_type=PatchType.MERGE,
+            )
         )
-        return dict(updated)
+        self.remember(updated)
+        return updated
 
     async def platform_context(self, config: Obj) -> tuple[AITenantView, str, str]:
         """The owning AITenant and its Gateway (namespace, name), which must exist."""
@@ -530,11 +538,12 @@ class TenantConfigReconciler:
 
     async def _replace_status(self, body: Obj) -> None:
         meta = body["metadata"]
-        await self.client.replace(
+        updated = await self.client.replace(
             MaasTenantConfig.Status.from_dict(body),  # pyright: ignore[reportArgumentType]
             meta["name"],
             namespace=meta["namespace"],
         )
+        self.remember(dict(updated))
 
     # -- deletion ------------------------------------------------------------------------------
     async def reconcile_delete(self, key: Key, config: Obj) -> Result:

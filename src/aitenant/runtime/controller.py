@@ -4,6 +4,8 @@ The one place that interprets reconcile outcomes (controller-runtime's contract)
 
 * ``Result()``: done; the key's backoff is forgotten.
 * ``Result(requeue_after=s)``: expected wait; backoff forgotten, key re-queued after ``s``.
+* ``Result(retry=True)``: a transient failure already reported (e.g. in the status);
+  re-queued with per-key exponential backoff, like an exception.
 * an exception: unexpected failure; re-queued with per-key exponential backoff.
 """
 
@@ -33,6 +35,7 @@ class Key(NamedTuple):
 @dataclass(frozen=True)
 class Result:
     requeue_after: float | None = None
+    retry: bool = False
 
 
 Reconcile = Callable[[Key], Awaitable[Result]]
@@ -100,6 +103,10 @@ class Controller:
             return
         finally:
             self.metrics.reconcile_seconds.labels(self.name).observe(time.perf_counter() - started)
+        if result.retry:
+            self.queue.add_rate_limited(key)
+            self.metrics.reconcile_total.labels(self.name, "error").inc()
+            return
         self.queue.forget(key)
         if result.requeue_after is not None:
             self.queue.add_after(key, result.requeue_after)

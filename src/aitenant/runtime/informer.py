@@ -7,6 +7,12 @@
 * ``namespace="*"`` (the default) watches a namespaced kind in every namespace; pass None for
   cluster-scoped kinds.
 * Indexes map an object to index values (e.g. gateway ref → tenants); lookups are O(1).
+* ``remember`` takes the copy one of our own writes returned; ``get`` serves it until the watch
+  delivers that version or a newer one, so a pass right after a write never decides from the
+  copy before it (a status the pass believes written, but which is not, would stay wrong until
+  the next change). Handlers and indexes see only what the watch delivers. Resource versions
+  compare as integers (KEP-5504, Kubernetes 1.35; etcd's revision before that); where they do
+  not parse, nothing is remembered.
 """
 
 from __future__ import annotations
@@ -26,6 +32,20 @@ ObjKey = tuple[str, str]  # (namespace or "", name)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj | None, Obj], None]
 IndexFunc = Callable[[Obj], list[str]]
+
+
+def as_dict(obj: Any) -> Obj:
+    """The plain-dict form of what lightkube returns (generic resources are dicts already)."""
+    return dict(obj) if isinstance(obj, dict) else obj.to_dict()
+
+
+def is_newer(obj: Obj, than: Obj) -> bool:
+    """``obj`` is a later version of the same object than ``than`` (False if unknowable)."""
+    a = obj["metadata"].get("resourceVersion") or ""
+    b = than["metadata"].get("resourceVersion") or ""
+    if not (a.isdigit() and b.isdigit()) or a.startswith("0") or b.startswith("0"):
+        return False
+    return (len(a), a) > (len(b), b)
 
 
 def object_key(obj: Obj) -> ObjKey:
@@ -53,6 +73,7 @@ class Informer:
         self.max_backoff = max_backoff
         self.synced = asyncio.Event()
         self._store: dict[ObjKey, Obj] = {}
+        self._written: dict[ObjKey, Obj] = {}  # our writes the watch has not delivered yet
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, defaultdict[str, set[ObjKey]]] = {}
@@ -60,7 +81,22 @@ class Informer:
 
     # -- read side ---------------------------------------------------------------------------
     def get(self, namespace: str, name: str) -> Obj | None:
-        return self._store.get((namespace, name))
+        key = (namespace, name)
+        stored = self._store.get(key)
+        written = self._written.get(key)
+        if written is None:
+            return stored
+        if stored is not None and is_newer(written, stored):
+            return written
+        del self._written[key]  # the watch caught up, or the object is gone
+        return stored
+
+    def remember(self, obj: Obj) -> None:
+        """A copy our own write returned: ``get`` serves it until the watch catches up."""
+        key = object_key(obj)
+        stored = self._store.get(key)
+        if stored is not None and is_newer(obj, stored):
+            self._written[key] = obj
 
     def list(self) -> list[Obj]:
         return list(self._store.values())
@@ -106,6 +142,7 @@ class Informer:
             self._index_remove(key, old)
         if event == "DELETED":
             self._store.pop(key, None)
+            self._written.pop(key, None)
         else:
             self._store[key] = obj
             self._index_add(key, obj)
@@ -134,7 +171,7 @@ class Informer:
         if self.namespace is not None:
             kwargs["namespace"] = self.namespace
         listing = self.client.list(self.resource, **kwargs)
-        objs = [dict(o) async for o in listing]
+        objs = [as_dict(o) async for o in listing]
         try:
             version = listing.resourceVersion
         except Exception:  # empty list before 1.x: resourceVersion only after iteration
@@ -161,7 +198,7 @@ class Informer:
                 if self.namespace is not None:
                     kwargs["namespace"] = self.namespace
                 async for event, obj in self.client.watch(self.resource, **kwargs):
-                    data = dict(obj)
+                    data = as_dict(obj)
                     version = data["metadata"].get("resourceVersion", version)
                     if event in ("ADDED", "MODIFIED", "DELETED"):
                         self._apply(event, data)

@@ -41,6 +41,11 @@ class Metrics:
             ["verb", "code"],
             registry=self.registry,
         )
+        self.api_read_retries = Counter(
+            "aitenant_api_read_retries_total",
+            "GETs retried inside the client after a 429, a 5xx or a broken connection.",
+            registry=self.registry,
+        )
         self.webhook_seconds = Histogram(
             "aitenant_webhook_handler_seconds",
             "Time the admission webhook spends deciding one AdmissionReview.",

@@ -51,6 +51,23 @@ async def test_requeue_after_schedules_the_key_and_counts_requeue() -> None:
     ctl.queue.shutdown()
 
 
+async def test_retry_backs_off_like_an_error_and_keeps_counting() -> None:
+    metrics = Metrics()
+
+    async def reconcile(key: Key) -> Result:
+        return Result(retry=True, requeue_after=30)
+
+    ctl = Controller("t", reconcile, metrics=metrics, workers=1)
+    key = Key("ns", "a")
+    await ctl.process(key)
+    await ctl.process(key)
+    assert ctl.queue.failures(key) == 2, "the backoff grows while the failure lasts"
+    assert ctl.queue.waiting == 1
+    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="error") == 2
+    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="requeue") == 0
+    ctl.queue.shutdown()
+
+
 async def _requeue() -> Result:
     return Result(requeue_after=30)
 

@@ -10,7 +10,7 @@ import httpx2
 from lightkube import AsyncClient, KubeConfig
 
 from aitenant.resources import AITenant
-from aitenant.runtime.informer import Informer
+from aitenant.runtime.informer import Informer, is_newer
 
 CONFIG = KubeConfig.from_dict(
     {
@@ -143,3 +143,46 @@ async def test_reconnects_after_an_error_from_the_last_version() -> None:
     # After the first stream ended the watch resumed from 15, not from the list's 10.
     assert api.watch_versions[:2] == ["10", "15"]
     assert "15" in api.watch_versions[2:]
+
+
+def version(informer: Informer, name: str) -> str | None:
+    served = informer.get("ai-tenants", name)
+    return served["metadata"]["resourceVersion"] if served is not None else None
+
+
+def test_a_remembered_write_is_served_until_the_watch_catches_up() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer._apply("ADDED", tenant("a", "10"))
+    informer.remember({**tenant("a", "12"), "status": {"phase": "Failed"}})
+    assert (informer.get("ai-tenants", "a") or {}).get("status") == {"phase": "Failed"}
+    informer._apply("MODIFIED", tenant("a", "11"))  # an older write still in flight
+    assert version(informer, "a") == "12"
+    informer._apply("MODIFIED", tenant("a", "12"))
+    assert "status" not in (informer.get("ai-tenants", "a") or {}), "the watch's copy now"
+    assert informer._written == {}
+
+
+def test_remember_ignores_older_unknown_or_incomparable_copies() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer.remember(tenant("ghost", "5"))  # not in the cache: its ADDED event will come
+    informer._apply("ADDED", tenant("a", "10"))
+    informer.remember(tenant("a", "9"))
+    informer.remember(tenant("a", "opaque-7"))
+    assert informer.get("ai-tenants", "ghost") is None
+    assert version(informer, "a") == "10"
+
+
+def test_a_deleted_object_forgets_the_remembered_write() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer._apply("ADDED", tenant("a", "10"))
+    informer.remember(tenant("a", "11"))
+    informer._apply("DELETED", tenant("a", "11"))
+    assert informer.get("ai-tenants", "a") is None
+
+
+def test_resource_versions_compare_as_integers() -> None:
+    assert is_newer(tenant("a", "100"), tenant("a", "99"))
+    assert not is_newer(tenant("a", "99"), tenant("a", "100"))
+    assert not is_newer(tenant("a", "7"), tenant("a", "7"))
+    assert not is_newer(tenant("a", "010"), tenant("a", "9"))
+    assert not is_newer(tenant("a", ""), tenant("a", "9"))

@@ -1,0 +1,84 @@
+"""Reads served from a synced informer on a hit, from the API on a miss."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx2
+from lightkube import AsyncClient, KubeConfig
+from lightkube.resources.rbac_authorization_v1 import Role
+
+from aitenant.runtime.informer import Informer
+from aitenant.runtime.reads import CachedReads
+
+CONFIG = KubeConfig.from_dict(
+    {
+        "clusters": [{"name": "c", "cluster": {"server": "https://api.test"}}],
+        "users": [{"name": "u", "user": {"token": "t"}}],
+        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
+        "current-context": "x",
+    }
+)
+
+
+def role(name: str, namespace: str, verb: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "Role",
+        "metadata": {"name": name, "namespace": namespace, "resourceVersion": "5"},
+        "rules": [{"apiGroups": [""], "resources": ["pods"], "verbs": [verb]}],
+    }
+
+
+class Api:
+    """The API server's answers to GETs: one Role exists, everything else is 404."""
+
+    def __init__(self) -> None:
+        self.paths: list[str] = []
+
+    def __call__(self, request: httpx2.Request) -> httpx2.Response:
+        self.paths.append(request.url.path)
+        if request.url.path.endswith("/namespaces/t/roles/live"):
+            return httpx2.Response(200, json=role("live", "t", "list"))
+        return httpx2.Response(
+            404, json={"kind": "Status", "code": 404, "reason": "NotFound", "message": "nope"}
+        )
+
+
+def setup(*, synced: bool, namespace: str = "*") -> tuple[CachedReads, Api]:
+    api = Api()
+    client = AsyncClient(CONFIG, transport=httpx2.MockTransport(api))
+    informer = Informer(client, Role, namespace=namespace)
+    informer._apply("ADDED", role("cached", "t", "get"))
+    if synced:
+        informer.synced.set()
+    reads = CachedReads(client)
+    reads.serve(informer)
+    return reads, api
+
+
+async def test_a_hit_is_served_typed_without_asking_the_api() -> None:
+    reads, api = setup(synced=True)
+    hit = await reads.get(Role, "cached", "t")
+    assert isinstance(hit, Role)
+    assert hit.rules is not None
+    assert hit.rules[0].verbs == ["get"]
+    assert api.paths == []
+    assert reads.api_reads == 0
+
+
+async def test_a_miss_asks_the_api_and_not_found_is_none() -> None:
+    reads, api = setup(synced=True)
+    live = await reads.get(Role, "live", "t")
+    assert isinstance(live, Role)
+    assert await reads.get(Role, "absent", "t") is None
+    assert reads.api_reads == 2
+    assert len(api.paths) == 2
+
+
+async def test_an_unsynced_or_other_namespace_informer_is_not_trusted() -> None:
+    reads, _ = setup(synced=False)
+    assert await reads.get(Role, "cached", "t") is None  # the API says 404
+    reads, _ = setup(synced=True, namespace="elsewhere")
+    assert await reads.get(Role, "cached", "t") is None
+    assert reads.informer(Role) is not None
