@@ -39,15 +39,36 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def api_by_verb(port: int) -> dict[str, float]:
+def metrics_text(port: int) -> str:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        text = resp.read().decode()
+        return resp.read().decode()
+
+
+def api_by_verb(port: int) -> dict[str, float]:
     totals: dict[str, float] = {}
-    for line in text.splitlines():
+    for line in metrics_text(port).splitlines():
         if line.startswith("aitenant_api_requests_total{"):
             verb = line.split('verb="')[1].split('"')[0]
             totals[verb] = totals.get(verb, 0) + float(line.rsplit(" ", 1)[1])
     return totals
+
+
+def reconciles(port: int, controller: str) -> float:
+    """Reconcile passes a controller has finished (any outcome)."""
+    prefix = f'aitenant_reconcile_total{{controller="{controller}"'
+    return sum(
+        float(line.rsplit(" ", 1)[1])
+        for line in metrics_text(port).splitlines()
+        if line.startswith(prefix)
+    )
+
+
+def per_tenant(after: dict[str, float], before: dict[str, float], tenants: int) -> str:
+    return ", ".join(
+        f"{verb} {(after.get(verb, 0) - before.get(verb, 0)) / tenants:.1f}"
+        for verb in sorted(after)
+        if after.get(verb, 0) - before.get(verb, 0)
+    )
 
 
 async def webhook_p99(url: str, ca_file: Path, n: int = 400) -> float:
@@ -145,33 +166,35 @@ async def run(tenants: int) -> None:
             controller.stop()  # resync: a fresh process relists and reconciles every tenant
             t0 = time.monotonic()
             controller.start()
-            await asyncio.sleep(5)
             while True:
-                with contextlib.suppress(OSError):
-                    resync = api_by_verb(metrics_port)
-                    if resync.get("GET", 0) >= 5 * tenants:
-                        break
                 await asyncio.sleep(2)
-            await asyncio.sleep(5)
+                with contextlib.suppress(OSError):
+                    if (
+                        reconciles(metrics_port, "aitenant") >= tenants
+                        and reconciles(metrics_port, "maastenantconfig") >= tenants
+                    ):
+                        break
+            resync_seconds = time.monotonic() - t0
+            await asyncio.sleep(5)  # anything the passes re-queued
             resync = api_by_verb(metrics_port)
             writes = sum(resync.get(v, 0) for v in ("CREATE", "UPDATE", "PATCH", "DELETE"))
             print(
-                f"resync after restart: {time.monotonic() - t0:.0f} s, writes {writes:.0f}",
+                f"resync after restart: every tenant and config reconciled in "
+                f"{resync_seconds:.0f} s; writes {writes:.0f}; API requests per tenant: "
+                f"{per_tenant(resync, {}, tenants)}",
                 flush=True,
             )
 
+            before_delete = api_by_verb(metrics_port)
             t0 = time.monotonic()
             for name in names:
                 await client.delete(AITenant, name, namespace=AITENANT_NS)
             await wait_all(client, AITENANT_NS, names, gone=True, timeout=1800)
             print(f"{tenants} tenants deleted after {time.monotonic() - t0:.0f} s", flush=True)
-            per_tenant = {
-                v: (created.get(v, 0) - before.get(v, 0)) / tenants for v in sorted(created)
-            }
-            print(
-                "API requests per tenant during creation: "
-                + ", ".join(f"{v} {n:.1f}" for v, n in per_tenant.items() if n)
-            )
+            deleted = api_by_verb(metrics_port)
+            print(f"API requests per tenant, creation: {per_tenant(created, before, tenants)}")
+            deletion = per_tenant(deleted, before_delete, tenants)
+            print(f"API requests per tenant, deletion: {deletion}")
             print(
                 f"webhook p99 (direct, sequential): {p99_start * 1000:.1f} ms with an empty "
                 f"cache, {p99_end * 1000:.1f} ms with {tenants} tenants"
