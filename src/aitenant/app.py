@@ -21,6 +21,7 @@ from lightkube.resources.rbac_authorization_v1 import Role
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
+from aitenant.reconcilers import conditions
 from aitenant.reconcilers.aitenant import AITenantReconciler
 from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
 from aitenant.reconcilers.deletion import TenantFinalizer
@@ -100,6 +101,16 @@ def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
     old_meta, new_meta = old["metadata"], new["metadata"]
     return old_meta.get("generation") != new_meta.get("generation") or (
         bool(new_meta.get("deletionTimestamp")) and not old_meta.get("deletionTimestamp")
+    )
+
+
+def settled(event: EventType, obj: Obj) -> bool:
+    """Seen in a (re)list already Ready at its generation: probably nothing to do, so it
+    waits behind the objects that have work (the work queue's low priority)."""
+    return (
+        event == "ADDED"
+        and not obj["metadata"].get("deletionTimestamp")
+        and conditions.is_ready(obj)
     )
 
 
@@ -197,14 +208,17 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
         if tenant_changed(event, old, new):
             meta = new["metadata"]
-            controller.enqueue(Key(meta["namespace"], meta["name"]))
+            controller.enqueue(
+                Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)
+            )
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
+        low = settled(event, new)
         if (key := annotated_owner(new)) is not None:
-            controller.enqueue(key)
+            controller.enqueue(key, low_priority=low)
         meta = new["metadata"]
         if in_scope(new, settings) and (event == "DELETED" or config_changed(old, new)):
-            config_controller.enqueue(Key(meta["namespace"], meta["name"]))
+            config_controller.enqueue(Key(meta["namespace"], meta["name"]), low_priority=low)
 
     def on_role(event: EventType, old: Obj | None, new: Obj) -> None:
         # A tenant-admin Role edited or deleted by someone else: restore it now.

@@ -58,8 +58,8 @@ class Controller:
         self.queue: WorkQueue[Key] = queue or WorkQueue()
         metrics.init_controller(name)
 
-    def enqueue(self, key: Key) -> None:
-        self.queue.add(key)
+    def enqueue(self, key: Key, *, low_priority: bool = False) -> None:
+        self.queue.add(key, low_priority=low_priority)
         self.metrics.queue_depth.labels(self.name).set(len(self.queue))
 
     async def run(self) -> None:

@@ -5,6 +5,10 @@
   dirty, and it is queued again when the worker calls ``done``.
 * ``add_after`` keeps only the earliest pending delay per key.
 * ``add_rate_limited`` applies per-key exponential backoff with a cap; ``forget`` resets it.
+* ``add(key, low_priority=True)`` queues behind every normal key (controller-runtime's
+  priority queue): after a restart the many settled objects of the initial list wait behind
+  those with work to do, so frequent restarts cannot starve the end of the list. Adding a
+  queued low-priority key normally promotes it.
 """
 
 from __future__ import annotations
@@ -26,6 +30,8 @@ class WorkQueue(Generic[K]):
         self._base_delay = base_delay
         self._max_delay = max_delay
         self._items: deque[K] = deque()
+        self._low_items: deque[K] = deque()  # may hold promoted keys; skipped when popped
+        self._low: set[K] = set()
         self._queued: set[K] = set()
         self._processing: set[K] = set()
         self._dirty: set[K] = set()
@@ -35,23 +41,30 @@ class WorkQueue(Generic[K]):
         self._shutdown = False
 
     def __len__(self) -> int:
-        return len(self._items)
+        return len(self._items) + len(self._low)
 
     @property
     def waiting(self) -> int:
         """Keys scheduled for later (requeue-after or backoff)."""
         return len(self._timers)
 
-    def add(self, key: K) -> None:
+    def add(self, key: K, *, low_priority: bool = False) -> None:
         if self._shutdown:
             return
         if key in self._processing:
             self._dirty.add(key)
             return
         if key in self._queued:
+            if not low_priority and key in self._low:
+                self._low.discard(key)
+                self._items.append(key)
             return
         self._queued.add(key)
-        self._items.append(key)
+        if low_priority:
+            self._low.add(key)
+            self._low_items.append(key)
+        else:
+            self._items.append(key)
         self._nonempty.set()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -88,12 +101,18 @@ class WorkQueue(Generic[K]):
         return self._failures.get(key, 0)
 
     async def get(self) -> K:
-        while not self._items:
+        while not self._items and not self._low:
             if self._shutdown:
                 raise ShutDown
             self._nonempty.clear()
             await self._nonempty.wait()
-        key = self._items.popleft()
+        if self._items:
+            key = self._items.popleft()
+        else:
+            key = self._low_items.popleft()
+            while key not in self._low:  # promoted since: already taken from _items
+                key = self._low_items.popleft()
+            self._low.discard(key)
         self._queued.discard(key)
         self._processing.add(key)
         return key

@@ -77,7 +77,10 @@ class FaultProxy:
         self._ca.cert_pem.write_to_path(str(self.workdir / "proxy-ca.pem"))
         # The local API server self-signs; the proxy is test plumbing on loopback.
         self._http = httpx.AsyncClient(
-            base_url=self.upstream, verify=False, timeout=httpx.Timeout(30, read=None)
+            base_url=self.upstream,
+            verify=False,
+            timeout=httpx.Timeout(30, read=None),
+            limits=httpx.Limits(max_connections=None, max_keepalive_connections=50),
         )
         app = web.Application(client_max_size=64 * 1024 * 1024)
         app.router.add_route("*", "/{tail:.*}", self._handle)
@@ -139,32 +142,55 @@ class FaultProxy:
         for key, value in response.headers.items():
             if key.lower() not in _DROP_HEADERS and key.lower() != "content-encoding":
                 out.headers[key] = value
-        await out.prepare(request)
+        try:
+            await out.prepare(request)
+            await self._relay(request, response, out, is_watch)
+        except ConnectionResetError:  # the client went away (a SIGKILLed controller)
+            pass
+        finally:
+            await response.aclose()
+        return out
+
+    async def _relay(
+        self, request: web.Request, response: httpx.Response, out: web.StreamResponse, watch: bool
+    ) -> None:
+        plan = self.plan
         deadline = None
-        if is_watch and plan.watch_cut_after:
+        if watch and plan.watch_cut_after:
             deadline = asyncio.get_running_loop().time() + self._rng.uniform(
                 0.5 * plan.watch_cut_after, 1.5 * plan.watch_cut_after
             )
+        chunks = response.aiter_raw()
+
+        async def next_chunk() -> bytes | None:
+            return await anext(chunks, None)
+
+        loop = asyncio.get_running_loop()
+        pending: asyncio.Future[bytes | None] | None = None
         try:
-            chunks = response.aiter_raw()
             while True:
-                timeout = None
-                if deadline is not None:
-                    timeout = deadline - asyncio.get_running_loop().time()
-                    if timeout <= 0:
-                        raise TimeoutError
-                try:
-                    chunk = await asyncio.wait_for(anext(chunks), timeout)
-                except StopAsyncIteration:
-                    break
-                await out.write(chunk)
-        except TimeoutError:
-            self.injected["watch-cut"] += 1
-            with contextlib.suppress(Exception):
-                if request.transport is not None:
-                    request.transport.close()  # an abrupt cut, as a lost connection would be
-            return out
+                if pending is None:
+                    pending = asyncio.ensure_future(next_chunk())
+                # Wake up every second: a client that went away (a SIGKILLed controller) must
+                # release its upstream watch, or the proxy's connection pool runs dry.
+                wait = 1.0 if deadline is None else max(0.0, min(1.0, deadline - loop.time()))
+                done, _ = await asyncio.wait({pending}, timeout=wait)
+                if pending in done:
+                    chunk = pending.result()
+                    pending = None
+                    if chunk is None:
+                        break
+                    await out.write(chunk)
+                    continue
+                if deadline is not None and loop.time() >= deadline:
+                    self.injected["watch-cut"] += 1
+                    with contextlib.suppress(Exception):
+                        if request.transport is not None:
+                            request.transport.close()  # abrupt, as a lost connection would be
+                    return
+                if request.transport is None or request.transport.is_closing():
+                    return
         finally:
-            await response.aclose()
+            if pending is not None:
+                pending.cancel()
         await out.write_eof()
-        return out

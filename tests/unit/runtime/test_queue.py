@@ -67,3 +67,17 @@ async def test_shutdown_cancels_delayed_keys() -> None:
     queue.shutdown()
     await asyncio.sleep(0.05)
     assert len(queue) == 0
+
+
+async def test_low_priority_keys_wait_behind_normal_ones_and_can_be_promoted() -> None:
+    queue: WorkQueue[str] = WorkQueue()
+    for key in ("settled-1", "settled-2", "settled-3"):
+        queue.add(key, low_priority=True)
+    queue.add("new")
+    queue.add("settled-2")  # an event with work for a queued settled key promotes it
+    queue.add("settled-3", low_priority=True)  # already queued: stays where it is
+    assert len(queue) == 4
+    order = [await queue.get() for _ in range(4)]
+    assert order == ["new", "settled-2", "settled-1", "settled-3"]
+    assert len(queue) == 0
+    queue.shutdown()
