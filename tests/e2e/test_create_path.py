@@ -462,6 +462,36 @@ async def test_tenant_admin_spec_edits_are_kept_and_labels_restored(
     await eventually(restored)
 
 
+async def test_edited_or_deleted_tenant_admin_roles_are_restored_at_once(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("roledrift")
+    tns = f"ai-tenant-{name}"
+    role_name = f"aitenant-{name}-tenant-admin"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    want = (await kube.get(Role, role_name, namespace=tns)).rules
+    await kube.patch(
+        Role,
+        role_name,
+        {"rules": [{"apiGroups": [""], "resources": ["secrets"], "verbs": ["*"]}]},
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
+
+    async def rules_restored() -> bool:
+        return (await kube.get(Role, role_name, namespace=tns)).rules == want
+
+    # The Role informer re-queues the tenant: no resync, no other change needed.
+    await eventually(rules_restored, timeout=10)
+    await kube.delete(Role, f"aitenant-{name}-object-admin", namespace=AITENANT_NS)
+
+    async def recreated() -> Role:
+        return await kube.get(Role, f"aitenant-{name}-object-admin", namespace=AITENANT_NS)
+
+    await eventually(recreated, timeout=10)
+
+
 async def test_infra_namespace_gets_gateway_selector_labels(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
