@@ -16,6 +16,7 @@ import datetime as dt
 import re
 import time
 from pathlib import Path
+from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
@@ -109,7 +110,7 @@ async def _safe(fn):  # type: ignore[no-untyped-def]
         return ""
 
 
-async def run(tenants: int, outage: float) -> None:
+async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
     with LocalCluster(audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
@@ -132,42 +133,28 @@ async def run(tenants: int, outage: float) -> None:
         }
         args = controller_args(gateway_ns=GATEWAY_NS, infra_ns=INFRA_NS, maas_api=maas_api)
         try:
-            controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "c1.log", args)
-            controller.start()
-            report = await run_scenario(
-                name="1 SIGKILL", controller=controller, tenants=tenants, prefix="kill",
-                kill_interval=(2.0, 6.0), **common,
-            )  # fmt: skip
-            controller.stop()
-            print(report.line(), flush=True)
-
-            proxy = FaultProxy(
-                cluster.server,
-                cluster.workdir / "proxy",
-                plan=FaultPlan(error_rate=0.1, conflict_rate=0.05, watch_cut_after=3.0),
-            )
-            await proxy.start()
-            kubeconfig = proxy.kubeconfig(ADMIN_TOKEN, cluster.workdir / "kubeconfig-proxy")
-            controller = ControllerProcess(kubeconfig, cluster.workdir / "c2.log", args)
-            controller.start()
-            report = await run_scenario(
-                name="2 SIGKILL + API faults", controller=controller, tenants=tenants,
-                prefix="faults", kill_interval=(2.0, 6.0), faults=proxy.injected, **common,
-            )  # fmt: skip
-            controller.stop()
-            await proxy.stop()
-            print(report.line(), flush=True)
-
-            print(await leader_scenario(cluster, client, maas_api, 10), flush=True)
-
-            controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "c4.log", args)
-            controller.start()
-            report = await run_scenario(
-                name=f"4 maas-api down {outage:.0f} s", controller=controller, tenants=20,
-                prefix="outage", maas_api_outage=outage, **common,
-            )  # fmt: skip
-            controller.stop()
-            print(report.line(), flush=True)
+            if 1 in scenarios:
+                controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "c1.log", args)
+                controller.start()
+                report = await run_scenario(
+                    name="1 SIGKILL", controller=controller, tenants=tenants, prefix="kill",
+                    kill_interval=(2.0, 6.0), **common,
+                )  # fmt: skip
+                controller.stop()
+                print(report.line(), flush=True)
+            if 2 in scenarios:
+                await faults_scenario(cluster, args, tenants, common)
+            if 3 in scenarios:
+                print(await leader_scenario(cluster, client, maas_api, 10), flush=True)
+            if 4 in scenarios:
+                controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "c4.log", args)
+                controller.start()
+                report = await run_scenario(
+                    name=f"4 maas-api down {outage:.0f} s", controller=controller, tenants=20,
+                    prefix="outage", maas_api_outage=outage, **common,
+                )  # fmt: skip
+                controller.stop()
+                print(report.line(), flush=True)
         finally:
             readiness.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -176,12 +163,41 @@ async def run(tenants: int, outage: float) -> None:
             await client.close()
 
 
+async def faults_scenario(
+    cluster: LocalCluster, args: list[str], tenants: int, common: dict[str, Any]
+) -> None:
+    """Scenario 2: scenario 1 with the controller talking to the API through the fault proxy."""
+    assert cluster.workdir is not None
+    proxy = FaultProxy(
+        cluster.server,
+        cluster.workdir / "proxy",
+        plan=FaultPlan(error_rate=0.1, conflict_rate=0.05, watch_cut_after=3.0),
+    )
+    await proxy.start()
+    try:
+        kubeconfig = proxy.kubeconfig(ADMIN_TOKEN, cluster.workdir / "kubeconfig-proxy")
+        controller = ControllerProcess(kubeconfig, cluster.workdir / "c2.log", args)
+        controller.start()
+        report = await run_scenario(
+            name="2 SIGKILL + API faults", controller=controller, tenants=tenants,
+            prefix="faults", kill_interval=(2.0, 6.0), faults=proxy.injected, **common,
+        )  # fmt: skip
+        controller.stop()
+    finally:
+        await proxy.stop()
+    print(report.line(), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tenants", type=int, default=100)
     parser.add_argument("--outage", type=float, default=60.0)
+    parser.add_argument(
+        "--scenarios", default="1,2,3,4", help="comma-separated scenario numbers to run"
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.tenants, args.outage))
+    scenarios = {int(n) for n in args.scenarios.split(",")}
+    asyncio.run(run(args.tenants, args.outage, scenarios))
 
 
 if __name__ == "__main__":

@@ -25,7 +25,14 @@ from aitenant.testing.maas_api import serve_loopback_tls
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # Hop-by-hop and length headers are recomputed by each side.
-_DROP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "keep-alive"}
+_DROP_HEADERS = {
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "accept-encoding",
+}
 
 
 @dataclass
@@ -133,6 +140,9 @@ class FaultProxy:
         self.forwarded += 1
         assert self._http is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_HEADERS}
+        # Relayed byte for byte: the API server must not compress (it gzips large watch
+        # replays, which the client could not decode once the proxy drops the header).
+        headers["Accept-Encoding"] = "identity"
         body = await request.read()
         upstream = self._http.build_request(
             request.method, request.path_qs, headers=headers, content=body or None
