@@ -35,8 +35,14 @@ IndexFunc = Callable[[Obj], list[str]]
 
 
 def as_dict(obj: Any) -> Obj:
-    """The plain-dict form of what lightkube returns (generic resources are dicts already)."""
-    return dict(obj) if isinstance(obj, dict) else obj.to_dict()
+    """The plain-dict form of what lightkube returns (generic resources are dicts already),
+    without ``metadata.managedFields``: nothing reads them from a cache, they are often the
+    larger part of an applied object, and a write that omits them leaves them unchanged."""
+    data = dict(obj) if isinstance(obj, dict) else obj.to_dict()
+    meta = data.get("metadata")
+    if isinstance(meta, dict) and "managedFields" in meta:
+        data["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
+    return data
 
 
 def is_newer(obj: Obj, than: Obj) -> bool:
@@ -96,7 +102,7 @@ class Informer:
         key = object_key(obj)
         stored = self._store.get(key)
         if stored is not None and is_newer(obj, stored):
-            self._written[key] = obj
+            self._written[key] = as_dict(obj)
 
     def list(self) -> list[Obj]:
         return list(self._store.values())

@@ -177,7 +177,7 @@ class LocalCluster:
             "--api-audiences",
             "https://kubernetes.default.svc",
             "--service-cluster-ip-range",
-            "10.0.0.0/24",
+            "10.96.0.0/16",  # room for a Service per tenant in the 1,000-tenant soak
             "--disable-admission-plugins",
             "ServiceAccount",
             "--allow-privileged",

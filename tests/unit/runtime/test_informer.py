@@ -10,7 +10,7 @@ import httpx2
 from lightkube import AsyncClient, KubeConfig
 
 from aitenant.resources import AITenant
-from aitenant.runtime.informer import Informer, is_newer
+from aitenant.runtime.informer import Informer, as_dict, is_newer
 
 CONFIG = KubeConfig.from_dict(
     {
@@ -186,3 +186,14 @@ def test_resource_versions_compare_as_integers() -> None:
     assert not is_newer(tenant("a", "7"), tenant("a", "7"))
     assert not is_newer(tenant("a", "010"), tenant("a", "9"))
     assert not is_newer(tenant("a", ""), tenant("a", "9"))
+
+
+def test_managed_fields_are_not_kept() -> None:
+    applied = {**tenant("a", "10")}
+    applied["metadata"] = {**applied["metadata"], "managedFields": [{"manager": "x"}]}
+    assert "managedFields" not in as_dict(applied)["metadata"]
+    assert "managedFields" in applied["metadata"], "the caller's copy is left alone"
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer._apply("ADDED", tenant("a", "9"))
+    informer.remember(applied)
+    assert "managedFields" not in (informer.get("ai-tenants", "a") or {"metadata": {}})["metadata"]
