@@ -71,16 +71,18 @@ async def test_sigkilled_controller_converges(
         client=kube,
         controller=controller,
         maas_api=maas_api,
-        tenants=15,
+        tenants=25,
         prefix="chaos-kill",
         aitenant_ns=AITENANT_NS,
         gateway_ns=GATEWAY_NS,
         infra_ns=INFRA_NS,
+        # At least every 3 s over a run of 10 s or more: kills land in both phases. (Much
+        # more often and a process, 1.2 s to import, barely lives past its start.)
         kill_interval=(1.0, 3.0),
         timeout=240,
     )
     check(report)
-    assert report.restarts >= 3, "the scenario must really have killed the controller"
+    assert report.restarts >= 2, "the scenario must really have killed the controller"
 
 
 async def test_api_faults_and_cut_watches_converge(
