@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Literal
@@ -35,14 +36,28 @@ IndexFunc = Callable[[Obj], list[str]]
 
 
 def as_dict(obj: Any) -> Obj:
-    """The plain-dict form of what lightkube returns (generic resources are dicts already),
-    without ``metadata.managedFields``: nothing reads them from a cache, they are often the
-    larger part of an applied object, and a write that omits them leaves them unchanged."""
+    """The form an informer keeps: a plain dict (generic resources are dicts already) without
+    ``metadata.managedFields`` (nothing reads them from a cache, and a write that omits them
+    leaves them unchanged), with keys and short strings interned. Thousands of objects repeat
+    the same keys, labels and values; sharing them roughly halves a cache's memory."""
     data = dict(obj) if isinstance(obj, dict) else obj.to_dict()
     meta = data.get("metadata")
     if isinstance(meta, dict) and "managedFields" in meta:
         data["metadata"] = {k: v for k, v in meta.items() if k != "managedFields"}
-    return data
+    return _shared(data)
+
+
+SHARED_MAX = 64  # longer strings (certificates, long messages) are rarely repeated
+
+
+def _shared(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {sys.intern(k): _shared(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_shared(v) for v in value]
+    if isinstance(value, str) and len(value) <= SHARED_MAX:
+        return sys.intern(value)
+    return value
 
 
 def is_newer(obj: Obj, than: Obj) -> bool:

@@ -197,3 +197,13 @@ def test_managed_fields_are_not_kept() -> None:
     informer._apply("ADDED", tenant("a", "9"))
     informer.remember(applied)
     assert "managedFields" not in (informer.get("ai-tenants", "a") or {"metadata": {}})["metadata"]
+
+
+def test_cached_copies_share_their_keys_and_short_strings() -> None:
+    first = as_dict(json.loads(json.dumps(tenant("a", "10"))))
+    second = as_dict(json.loads(json.dumps(tenant("b", "11"))))
+    assert first == tenant("a", "10"), "the same content"
+    assert first["metadata"]["namespace"] is second["metadata"]["namespace"]
+    key_a = next(k for k in first["metadata"] if k == "resourceVersion")
+    key_b = next(k for k in second["metadata"] if k == "resourceVersion")
+    assert key_a is key_b
