@@ -197,7 +197,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         get_config=configs.get,
         remember=configs.remember,
         get_tenant=tenants.get,
-        get_gateway=gateways.get,
+        reads=reads,
         discovery=ApiDiscovery(http_fetch(client)),
         cache=platform_cache,
     )

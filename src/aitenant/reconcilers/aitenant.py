@@ -35,9 +35,9 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
@@ -359,7 +359,7 @@ class AITenantReconciler:
         """
         failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
         try:
-            legacy_tenant = await self._get_optional(
+            legacy_tenant = await self.reads.get(
                 LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
             )
         except ApiError as exc:
@@ -424,7 +424,7 @@ class AITenantReconciler:
                 "spec.gateway.name is required when AITenant name is empty",
             )
         try:
-            gateway = await self._get_optional(Gateway, name, ns)
+            gateway = await self.reads.get(Gateway, name, ns)
         except ApiError as exc:
             message = f"get Gateway {ns}/{name}: {api_message(exc)}"
             raise StepFailed(Reason.GATEWAY_CHECK_FAILED, message) from None
@@ -503,7 +503,7 @@ class AITenantReconciler:
             controller=True,
             blockOwnerDeletion=True,
         )
-        claim = await self._get_optional(ConfigMap, name, ns)
+        claim = await self.reads.get(ConfigMap, name, ns)
         if claim is None:
             body = ConfigMap(
                 metadata=ObjectMeta(
@@ -562,22 +562,12 @@ class AITenantReconciler:
             meta.ownerReferences = refs
             await self.client.replace(claim)
 
-    async def _claims(self) -> AsyncIterator[ConfigMap]:
-        """Every gateway claim: from the claims informer when it runs, else one LIST."""
-        ns = self.settings.aitenant_namespace
-        informer = self.reads.informer(ConfigMap)
-        if informer is not None and informer.namespace == ns:
-            for obj in informer.list():
-                yield cast(ConfigMap, ConfigMap.from_dict(obj))
-            return
-        async for claim in self.client.list(
-            ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
-        ):
-            yield claim
-
     async def _delete_stale_claims(self, ctx: TenantContext, *, keep: str) -> None:
         ns = self.settings.aitenant_namespace
-        async for claim in self._claims():
+        claims = await self.reads.list(
+            ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
+        )
+        for claim in claims:
             meta = claim.metadata or ObjectMeta()
             if meta.name != keep and claim_owned_by(meta, ctx.tenant):
                 try:
@@ -599,7 +589,7 @@ class AITenantReconciler:
 
     async def ensure_tenant_namespace(self, ctx: TenantContext) -> None:
         name = ctx.tenant_namespace
-        ns = await self._get_optional(Namespace, name)
+        ns = await self.reads.get(Namespace, name)
         if ns is None:
             body = Namespace(
                 metadata=ObjectMeta(
@@ -646,7 +636,7 @@ class AITenantReconciler:
         """
         ns, name = ctx.tenant_namespace, contract.TENANT_CONFIG_NAME
         ref = f"MaasTenantConfig {ns}/{name}"
-        config = await self._get_optional(MaasTenantConfig, name, ns)
+        config = await self.reads.get(MaasTenantConfig, name, ns)
         if config is None:
             body = {
                 "apiVersion": contract.API_VERSION,
@@ -784,7 +774,7 @@ class AITenantReconciler:
             return StepFailed(Reason.RBAC_RECONCILE_FAILED, f"{what} {ref}: {api_message(exc)}")
 
         try:
-            role = await self._get_optional(Role, name, namespace)
+            role = await self.reads.get(Role, name, namespace)
         except ApiError as exc:
             raise failed("get", exc) from None
         if role is None:
@@ -821,11 +811,6 @@ class AITenantReconciler:
                 )
             except ApiError as exc:
                 raise failed("patch", exc) from None
-
-    # -- helpers -------------------------------------------------------------------------------
-    async def _get_optional(self, resource: Any, name: str, namespace: str | None = None) -> Any:
-        obj = await self.reads.get(resource, name, namespace)
-        return dict(obj) if isinstance(obj, dict) else obj
 
 
 def claim_owned_by(meta: ObjectMeta, tenant: AITenantView) -> bool:

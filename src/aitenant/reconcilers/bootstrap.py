@@ -40,9 +40,10 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import already_exists, api_message, is_conflict, is_not_found
+from aitenant.errors import already_exists, api_message, is_conflict
 from aitenant.reconcilers import conditions, legacy
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
+from aitenant.runtime.requests import get_or_none
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -317,11 +318,5 @@ class DefaultTenantBootstrap:
         )
 
     async def _get(self, resource: Any, name: str, namespace: str | None = None) -> Obj | None:
-        try:
-            if namespace is None:
-                return dict(await self.client.get(resource, name))
-            return dict(await self.client.get(resource, name, namespace=namespace))
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
+        obj = await get_or_none(self.client, resource, name, namespace)
+        return None if obj is None else dict(obj)

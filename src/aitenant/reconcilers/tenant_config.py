@@ -73,6 +73,7 @@ from aitenant.resources import (
     labels_of,
 )
 from aitenant.runtime.controller import Key, Result
+from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -222,7 +223,7 @@ class TenantConfigReconciler:
         settings: Settings,
         get_config: Callable[[str, str], Obj | None],
         get_tenant: Callable[[str, str], Obj | None] | None = None,
-        get_gateway: Callable[[str, str], Obj | None] | None = None,
+        reads: CachedReads | None = None,
         discovery: ApiDiscovery | None = None,
         cache: PlatformCache | None = None,
         cleanup_platform: PlatformCleanup | None = None,
@@ -235,7 +236,8 @@ class TenantConfigReconciler:
         self.get_config = get_config
         self.remember = remember
         self.get_tenant = get_tenant or (lambda _ns, _name: None)
-        self.get_gateway = get_gateway or (lambda _ns, _name: None)
+        # The Gateway (and anything else) from an informer where the manager runs one.
+        self.reads = reads or CachedReads(client)
         self.discovery = discovery
         self.cache = cache
         self.cleanup_platform = cleanup_platform or self.delete_platform
@@ -400,7 +402,7 @@ class TenantConfigReconciler:
         obj = self.get_tenant(namespace, name)
         if obj is None or not _has_gateway_ref(obj):
             # The informer may not have seen the AITenant's latest status yet.
-            obj = await self._get_resource(AITenant, name, namespace)
+            obj = await self.reads.get(AITenant, name, namespace)
         if obj is None:
             raise StepFailed(Reason.INVALID_GATEWAY, f"AITenant {namespace}/{name} not found")
         if not _has_gateway_ref(obj):
@@ -410,10 +412,7 @@ class TenantConfigReconciler:
             )
         ref = obj["status"]["gatewayRef"]
         gw_ns, gw_name = ref["namespace"], ref["name"]
-        gateway = self.get_gateway(gw_ns, gw_name)
-        if gateway is None:
-            gateway = await self._get_resource(Gateway, gw_name, gw_ns)
-        if gateway is None:
+        if await self.reads.get(Gateway, gw_name, gw_ns) is None:
             raise StepFailed(
                 Reason.GATEWAY_NOT_READY,
                 f"gateway {gw_ns}/{gw_name} not found: the specified Gateway must exist before "
@@ -431,7 +430,7 @@ class TenantConfigReconciler:
         cronjob = await self.check_apis(config)
         secret_name = self.settings.maas_api_db_secret
         infra = self.settings.app_namespace
-        secret = await self._get_resource(Secret, secret_name, infra)
+        secret = await self.reads.get(Secret, secret_name, infra)
         if secret is None:
             raise StepFailed(
                 Reason.DEPENDENCY_MISSING,
@@ -662,15 +661,6 @@ class TenantConfigReconciler:
         if pruned:
             log.info("maastenantconfig %s: pruned %s", key, ", ".join(pruned))
         self._rendered[key] = refs
-
-    async def _get_resource(self, resource: Any, name: str, namespace: str) -> Any:
-        try:
-            obj = await self.client.get(resource, name, namespace=namespace)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
-        return dict(obj) if isinstance(obj, dict) else obj
 
 
 def _has_gateway_ref(obj: Obj) -> bool:

@@ -5,52 +5,59 @@ at the call site: a hit in a synced informer that covers the namespace is served
 a miss (the object may exist outside the informer's label selector, or the watch may not have
 delivered it yet) asks the API. A hit may be a little stale: callers compare and write, and a
 write against a stale copy is refused (resourceVersion) or repeated harmlessly (merge patch).
+Without informers it is simply "get, or None when it does not exist".
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from lightkube import ApiError, AsyncClient
+from lightkube import AsyncClient
 
-from aitenant.errors import is_not_found
-from aitenant.runtime.informer import Informer, Obj
+from aitenant.runtime.informer import Informer
+from aitenant.runtime.requests import get_or_none
+
+
+def _plain(obj: Any) -> Any:
+    """Generic resources (CRDs) as plain dicts, lightkube models as they are."""
+    return dict(obj) if isinstance(obj, dict) else obj
 
 
 class CachedReads:
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
         self._informers: dict[Any, Informer] = {}
-        self.api_reads = 0  # reads that went to the API (for benchmarks)
+        self.api_reads = 0  # reads that went to the API
 
     def serve(self, informer: Informer) -> None:
         self._informers[informer.resource] = informer
 
-    def cached(self, resource: Any, name: str, namespace: str | None = None) -> Obj | None:
-        """The informer's copy, or None when no synced informer holds it."""
+    def informer(self, resource: Any, namespace: str | None) -> Informer | None:
+        """The synced informer that watches ``resource`` in ``namespace``, if any."""
         informer = self._informers.get(resource)
         if informer is None or not informer.synced.is_set():
             return None
-        if informer.namespace not in ("*", namespace):
-            return None
-        return informer.get(namespace or "", name)
-
-    def informer(self, resource: Any) -> Informer | None:
-        """The synced informer that watches ``resource``, if any."""
-        informer = self._informers.get(resource)
-        return informer if informer is not None and informer.synced.is_set() else None
+        return informer if informer.namespace in ("*", namespace) else None
 
     async def get(self, resource: Any, name: str, namespace: str | None = None) -> Any:
-        """The object (typed as ``resource``), or None if it does not exist."""
-        hit = self.cached(resource, name, namespace)
+        """The object (a lightkube model, or a dict for a CRD), or None if it does not exist."""
+        informer = self.informer(resource, namespace)
+        hit = informer.get(namespace or "", name) if informer is not None else None
         if hit is not None:
-            return resource.from_dict(hit)
+            return _plain(resource.from_dict(hit))
         self.api_reads += 1
-        try:
-            if namespace is None:
-                return await self.client.get(resource, name)
-            return await self.client.get(resource, name, namespace=namespace)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
+        return _plain(await get_or_none(self.client, resource, name, namespace))
+
+    async def list(self, resource: Any, namespace: str, labels: dict[str, str]) -> list[Any]:
+        """Every ``resource`` in ``namespace`` with ``labels``: from an informer that watches
+        exactly that, else one LIST."""
+        informer = self.informer(resource, namespace)
+        if informer is not None and informer.namespace == namespace and informer.labels == labels:
+            return [resource.from_dict(obj) for obj in informer.list()]
+        self.api_reads += 1
+        selector: Any = (
+            labels  # lightkube's LabelSelector also takes operators; ours are equalities
+        )
+        return [
+            obj async for obj in self.client.list(resource, namespace=namespace, labels=selector)
+        ]

@@ -1,5 +1,7 @@
 """API requests lightkube's client has no method for, built with its own request machinery.
 
+``get_or_none``: a GET where "not found" is an answer (None), not an error.
+
 ``delete_with_preconditions``: a DELETE whose ``DeleteOptions`` body carries preconditions, so
 the API server refuses (409) unless the object still has the UID and resourceVersion the
 caller decided on. lightkube's ``delete`` sends no body; this reuses its request building,
@@ -10,7 +12,23 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
+
+from aitenant.errors import is_not_found
+
+
+async def get_or_none(
+    client: AsyncClient, resource: Any, name: str, namespace: str | None = None
+) -> Any:
+    """The object as lightkube returns it, or None when it does not exist."""
+    try:
+        if namespace is None:
+            return await client.get(resource, name)
+        return await client.get(resource, name, namespace=namespace)
+    except ApiError as exc:
+        if is_not_found(exc):
+            return None
+        raise
 
 
 async def delete_with_preconditions(

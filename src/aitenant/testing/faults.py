@@ -140,8 +140,8 @@ class FaultProxy:
         self.forwarded += 1
         assert self._http is not None
         headers = {k: v for k, v in request.headers.items() if k.lower() not in _DROP_HEADERS}
-        # Relayed byte for byte: the API server must not compress (it gzips large watch
-        # replays, which the client could not decode once the proxy drops the header).
+        # Relayed byte for byte: the API server must not compress (it gzips large LIST
+        # responses, which the client could not decode once the proxy drops the header).
         headers["Accept-Encoding"] = "identity"
         body = await request.read()
         upstream = self._http.build_request(

@@ -40,15 +40,19 @@ class Api:
         self.paths.append(request.url.path)
         if request.url.path.endswith("/namespaces/t/roles/live"):
             return httpx2.Response(200, json=role("live", "t", "list"))
+        if request.url.path.endswith("/namespaces/t/roles"):
+            return httpx2.Response(200, json={"kind": "RoleList", "metadata": {}, "items": []})
         return httpx2.Response(
             404, json={"kind": "Status", "code": 404, "reason": "NotFound", "message": "nope"}
         )
 
 
-def setup(*, synced: bool, namespace: str = "*") -> tuple[CachedReads, Api]:
+def setup(
+    *, synced: bool, namespace: str = "*", labels: dict[str, str] | None = None
+) -> tuple[CachedReads, Api]:
     api = Api()
     client = AsyncClient(CONFIG, transport=httpx2.MockTransport(api))
-    informer = Informer(client, Role, namespace=namespace)
+    informer = Informer(client, Role, namespace=namespace, labels=labels)
     informer._apply("ADDED", role("cached", "t", "get"))
     if synced:
         informer.synced.set()
@@ -81,4 +85,14 @@ async def test_an_unsynced_or_other_namespace_informer_is_not_trusted() -> None:
     assert await reads.get(Role, "cached", "t") is None  # the API says 404
     reads, _ = setup(synced=True, namespace="elsewhere")
     assert await reads.get(Role, "cached", "t") is None
-    assert reads.informer(Role) is not None
+    assert reads.informer(Role, "elsewhere") is not None
+    assert reads.informer(Role, "t") is None
+
+
+async def test_a_list_is_served_only_by_an_informer_with_the_same_scope() -> None:
+    reads, api = setup(synced=True, namespace="t", labels={"team": "red"})
+    served = await reads.list(Role, namespace="t", labels={"team": "red"})
+    assert [r.metadata.name for r in served if r.metadata] == ["cached"]
+    assert api.paths == []
+    await reads.list(Role, namespace="t", labels={"team": "blue"})  # not what the informer holds
+    assert api.paths == ["/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles"]
