@@ -87,7 +87,9 @@ def test_namespace_writes_stay_in_tenant_and_infra_namespaces(cluster: LocalClus
         ref = event.get("objectRef", {})
         if event["verb"] not in WRITE_VERBS or ref.get("resource") != "namespaces":
             continue
-        name = ref.get("name", "")
+        # objectRef of a CREATE may lack the name; the request body always has it.
+        name = ref.get("name") or event.get("requestObject", {}).get("metadata", {}).get("name")
+        assert name, f"an audit event for a namespace write names no namespace: {event}"
         assert (
             name.startswith("ai-tenant-")
             or name in ("ai-tenants", "aitenant-system", "models-as-a-service")

@@ -192,7 +192,16 @@ class LocalCluster:
                         "apiVersion": "audit.k8s.io/v1",
                         "kind": "Policy",
                         "omitStages": ["RequestReceived"],
-                        "rules": [{"level": "Metadata"}],
+                        # A namespace create names its object only in the body (objectRef
+                        # has no name on CREATE), so keep those bodies; the rest: metadata.
+                        "rules": [
+                            {
+                                "level": "Request",
+                                "verbs": ["create"],
+                                "resources": [{"group": "", "resources": ["namespaces"]}],
+                            },
+                            {"level": "Metadata"},
+                        ],
                     }
                 )
             )
