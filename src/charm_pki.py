@@ -1,4 +1,4 @@
-"""The charm's internal CA (decision D9) and the certificates it issues. Pure functions.
+"""The charm's internal CA (docs/differences.md D9) and the certificates it issues. Pure functions.
 
 The leader creates one CA with ``cryptography`` and keeps it in a Juju application secret.
 Two things hang off it:

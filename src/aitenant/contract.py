@@ -1,6 +1,6 @@
 """Names that are part of the observable contract with other MaaS components and operators.
 
-Everything here is parity with the reference controller (upstream-behaviour.md) unless a
+Everything here is parity with the reference controller (docs/contract.md) unless a
 comment says otherwise. The charm imports this module too, so it must stay dependency-free.
 """
 
@@ -56,7 +56,7 @@ ANNOTATION_API_KEYS_REVOKED: Final = "maas.opendatahub.io/api-keys-revoked"
 ANNOTATION_DEFAULT_BOOTSTRAPPED: Final = "maas.opendatahub.io/default-aitenant-bootstrapped"
 ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
 ANNOTATION_OPENDATAHUB_MANAGED: Final = "opendatahub.io/managed"
-# On a migrated legacy Tenant (upstream §6.3), with these values.
+# On a migrated legacy Tenant (docs/contract.md §6.3), with these values.
 ANNOTATION_DEPRECATED_BY: Final = "maas.opendatahub.io/deprecated-by"
 ANNOTATION_MIGRATED_TO: Final = "maas.opendatahub.io/migrated-to"
 DEPRECATED_BY_VALUE: Final = "MaasTenantConfig"
@@ -78,7 +78,7 @@ PHASE_TERMINATING: Final = "Terminating"
 
 
 class Reason:
-    """Condition reasons (Ready unless noted); also the reasons of Events (decision D8)."""
+    """Condition reasons (Ready unless noted); also the reasons of Events (docs/differences.md D8)."""
 
     INVALID_PLACEMENT: Final = "InvalidPlacement"
     LEGACY_TENANT_MIGRATION_FAILED: Final = "LegacyTenantMigrationFailed"
@@ -94,7 +94,7 @@ class Reason:
     DELETION_BLOCKED: Final = "DeletionBlocked"
     CLEANUP_FORCED: Final = "CleanupForced"
     INFRA_NAMESPACE_LABEL_FAILED: Final = "InfraNamespaceLabelFailed"  # Degraded
-    REVOKED: Final = "Revoked"  # APIKeysRevoked (decision D2)
+    REVOKED: Final = "Revoked"  # APIKeysRevoked (docs/differences.md D2)
     CLEANUP_FORCED_EVENT: Final = "AITenantCleanupForced"  # Warning Event only
 
 
@@ -128,14 +128,14 @@ MANAGED_NAMESPACE_LABELS: Final = {
 WEBHOOK_NAME: Final = "vaitenant.kb.io"
 WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 
-# Ports (decisions.md flags)
+# Ports (docs/differences.md flags)
 DEFAULT_WEBHOOK_PORT: Final = 9443
 DEFAULT_METRICS_PORT: Final = 8080
 DEFAULT_HEALTH_PORT: Final = 8081
 
 
 # Tenant platform: the per-tenant maas-api objects rendered from the MaasTenantConfig
-# (decisions D5, D6 and D9; platform-shape.md). Their labels differ from the AITenant
+# (docs/differences.md D5, D6 and D9; docs/platform.md). Their labels differ from the AITenant
 # children above: they are the platform's own, and the tracking labels are the prune selector.
 PLATFORM_PART_OF_VALUE: Final = "models-as-a-service"
 PLATFORM_MANAGED_BY_VALUE: Final = CONTROLLER_NAME

@@ -1,4 +1,4 @@
-"""Pure naming rules shared by the reconciler and the admission webhook (upstream §3.1).
+"""Pure naming rules shared by the reconciler and the admission webhook (docs/contract.md §3.1).
 
 Every name the controller derives from an AITenant is computed here, from strings only, so the
 webhook and the reconciler can never disagree about which Gateway a tenant uses or what its

@@ -1,4 +1,4 @@
-"""The AITenant create path against a real API server (upstream-behaviour.md §3)."""
+"""The AITenant create path against a real API server (docs/contract.md §3)."""
 
 from __future__ import annotations
 
@@ -145,7 +145,7 @@ async def test_happy_path_reaches_active_with_every_child(
     assert not gw["metadata"].get("labels")
     assert not gw["metadata"].get("annotations")
 
-    # Events (decision D8): Pending then Active, both Normal.
+    # Events (docs/differences.md D8): Pending then Active, both Normal.
     async def events() -> list[tuple[str, str]]:
         got = [
             (e.type or "", e.reason or "")

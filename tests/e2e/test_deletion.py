@@ -1,4 +1,4 @@
-"""AITenant deletion against a real API server (upstream-behaviour.md §5, decision D2)."""
+"""AITenant deletion against a real API server (docs/contract.md §5, docs/differences.md D2)."""
 
 from __future__ import annotations
 

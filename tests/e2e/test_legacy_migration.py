@@ -1,4 +1,4 @@
-"""Migration from legacy Tenant objects against a real API server (upstream-behaviour.md §6)."""
+"""Migration from legacy Tenant objects against a real API server (docs/contract.md §6)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Naming rules of upstream §3.1, checked against upstream's examples."""
+"""Naming rules of docs/contract.md §3.1, checked against upstream's examples."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The per-tenant maas-api platform (decisions D5, D6, D9): render, certificates, apply.
+"""The per-tenant maas-api platform (docs/differences.md D5, D6, D9): render, certificates, apply.
 
 ``render`` turns a ``PlatformContext`` into the objects of one tenant, from the Jinja2
 templates in ``aitenant/templates``; it is pure. ``certs`` issues and renews the tenant's

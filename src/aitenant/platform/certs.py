@@ -1,4 +1,4 @@
-"""Each tenant's maas-api serving certificate, signed by the charm's CA (decision D9).
+"""Each tenant's maas-api serving certificate, signed by the charm's CA (docs/differences.md D9).
 
 The charm keeps the CA and hands its certificate and key to the controller as files
 (``--maas-api-ca-file``, ``--maas-api-ca-key-file``). For each tenant the controller keeps a

@@ -87,7 +87,7 @@ TOKEN_RATE_LIMIT_POLICY = Kind(
 )
 TELEMETRY_POLICY = Kind("extensions.kuadrant.io/v1alpha1", "TelemetryPolicy", "telemetrypolicies")
 
-# Newest first: the first one the API server serves is used (decision D6).
+# Newest first: the first one the API server serves is used (docs/differences.md D6).
 CRONJOB_VERSIONS = (CRONJOB_V1, CRONJOB_V1BETA1)
 
 ALL = (

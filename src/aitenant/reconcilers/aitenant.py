@@ -1,8 +1,8 @@
-"""The AITenant reconciler: create path (upstream-behaviour.md §3) and dispatch to deletion.
+"""The AITenant reconciler: create path (docs/contract.md §3) and dispatch to deletion.
 
 Level-triggered: every pass reads the AITenant from the informer cache and its children from
 the API, computes what should exist and makes only the writes that differ. After a successful
-write the pass continues (decision D1); it requeues only while waiting on state it does not
+write the pass continues (docs/differences.md D1); it requeues only while waiting on state it does not
 watch. A pass over an Active tenant whose world is unchanged makes no write at all.
 
 Flow of ``reconcile`` for a live AITenant, in order:
@@ -10,7 +10,7 @@ Flow of ``reconcile`` for a live AITenant, in order:
 1. ``ensure_finalizer``
 2. ``check_placement``                      → Failed/InvalidPlacement, no requeue
 2a. ``migrate_legacy_platform_context``     legacy Tenant's gateway name and OIDC filled into
-                                              the spec (§6.1); the pass continues with the
+                                              the spec (docs/contract.md §6.1); the pass continues with the
                                               patched object → Failed/LegacyTenantMigrationFailed,
                                               no requeue
 3. ``persist_platform_context``             status.tenantNamespace + status.gatewayRef written
@@ -21,7 +21,7 @@ Flow of ``reconcile`` for a live AITenant, in order:
 7. ``ensure_gateway_claim``                 → Failed/GatewayClaimFailed, 30 s
 8. (other tenants) ``ensure_tenant_resources``: namespace, then MaasTenantConfig (legacy
    apiKeys/telemetry filled in at create/adopt time, then the legacy Tenant marked and, once
-   verified, removed: §6.2-6.4)
+   verified, removed: docs/contract.md §6.2-6.4)
 9. ``ensure_tenant_admin_roles``            → Failed/RBACReconcileFailed, 30 s
 10. Active when the MaasTenantConfig is Ready at its generation, else Pending/TenantConfigNotReady
 
@@ -151,7 +151,7 @@ def check_placement(tenant: AITenantView, settings: Settings) -> str:
 class StatusWriter:
     """Holds the status as last written and writes the whole status only when it differs.
 
-    Emits an Event for every change of (phase, Ready reason) (decision D8).
+    Emits an Event for every change of (phase, Ready reason) (docs/differences.md D8).
     """
 
     def __init__(
@@ -349,13 +349,13 @@ class AITenantReconciler:
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
     ) -> tuple[AITenantView, Obj | None]:
-        """Fill the spec from a legacy Tenant/default-tenant (§6.1); returns (tenant, legacy).
+        """Fill the spec from a legacy Tenant/default-tenant (docs/contract.md §6.1); returns (tenant, legacy).
 
         A legacy Tenant that cannot be migrated is ``LegacyTenantMigrationFailed`` without
         requeue, as upstream: only a change brings the tenant back. An API error on the way is
         reported the same but retried (upstream leaves it Failed until another event, which
         strands tenants on any transient 5xx). A successful spec patch does not end the
-        pass (decision D1): the rest of the pass runs on the patched object.
+        pass (docs/differences.md D1): the rest of the pass runs on the patched object.
         """
         failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
         try:
@@ -699,7 +699,7 @@ class AITenantReconciler:
         return config
 
     async def retire_legacy_tenant(self, ctx: TenantContext, config: Obj) -> None:
-        """Mark the legacy Tenant migrated (§6.3), then delete it once verified (§6.4).
+        """Mark the legacy Tenant migrated (docs/contract.md §6.3), then delete it once verified (docs/contract.md §6.4).
 
         The delete carries UID and resourceVersion preconditions: a legacy object changed (or
         replaced) since the verification is left for the next pass to judge again.

@@ -1,10 +1,10 @@
-"""The default tenant: ``Config/default`` and ``AITenant/models-as-a-service`` (upstream §4, D7).
+"""The default tenant: ``Config/default`` and ``AITenant/models-as-a-service`` (docs/contract.md §4, docs/differences.md D7).
 
 A leader-only loop, run at start, every 30 s and whenever ``wake()`` is called (the informer
 handlers in ``app.py`` call it on events of ``Config/default``, of the default AITenant and of
 its ``MaasTenantConfig/default-tenant``). Each tick, with ``--manage-default-tenant`` on:
 
-1. ``Config/default`` missing → create it (decision D7: nothing else creates the anchor in a
+1. ``Config/default`` missing → create it (docs/differences.md D7: nothing else creates the anchor in a
    Juju model). Being deleted, or without a UID yet → wait.
 2. the default AITenant, by the decision table of ``plan_bootstrap``:
    * missing, Config not marked → create it: ``spec.gateway.name`` = ``--gateway-name``, or the
@@ -14,17 +14,17 @@ its ``MaasTenantConfig/default-tenant``). Each tick, with ``--manage-default-ten
      is recreated (a new Config has no marker: "once per Config lifecycle");
    * present, live and Ready → mark the Config
      (``maas.opendatahub.io/default-aitenant-bootstrapped: "true"``);
-   * present without a Config ownerReference → add one (upstream §4.2);
+   * present without a Config ownerReference → add one (docs/contract.md §4.2);
    * present with a reference to an *earlier* Config/default (other UID) → leave it: it belongs
      to the previous Config lifecycle and the garbage collector is deleting it. Re-pointing it at
      the new Config, as upstream does, races the collector and can rescue a tenant whose Config
      an administrator just deleted.
 3. ``MaasTenantConfig/default-tenant`` in ``--maas-subscription-namespace`` gets the same
-   non-controller ownerReference when it has none (upstream §4.2).
+   non-controller ownerReference when it has none (docs/contract.md §4.2).
 
 The AITenant is never modified otherwise; everything else about the default tenant is the
 AITenant reconciler's job. Upstream's pause gates on the ``maas-controller`` Deployment are not
-reproduced (decisions.md, "Out of scope").
+reproduced (docs/differences.md, "Out of scope").
 """
 
 from __future__ import annotations
@@ -122,7 +122,7 @@ def tenant_is_ready(tenant: Mapping[str, Any]) -> bool:
 def plan_bootstrap(
     config: Mapping[str, Any] | None, tenant: Mapping[str, Any] | None
 ) -> BootstrapPlan:
-    """The decision table of upstream §4.1 (with D7 and the stale-reference rule above)."""
+    """The decision table of docs/contract.md §4.1 (with docs/differences.md D7 and the stale-reference rule above)."""
     if config is None:
         return BootstrapPlan(create_config=True, note="Config/default is missing")
     config_meta = _meta(config)

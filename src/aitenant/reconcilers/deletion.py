@@ -1,4 +1,4 @@
-"""AITenant deletion (upstream-behaviour.md §5, decisions D2 and D8).
+"""AITenant deletion (docs/contract.md §5, docs/differences.md D2 and D8).
 
 Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
 

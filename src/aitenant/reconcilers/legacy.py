@@ -1,4 +1,4 @@
-"""Migration from a legacy ``Tenant/default-tenant`` (upstream-behaviour.md §6): pure decisions.
+"""Migration from a legacy ``Tenant/default-tenant`` (docs/contract.md §6): pure decisions.
 
 Before AITenant, one ``Tenant/default-tenant`` per namespace held everything. Its content is now
 split: the platform context (Gateway name, OIDC) belongs to the AITenant spec, the MaaS settings

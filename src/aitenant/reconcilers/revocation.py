@@ -1,4 +1,4 @@
-"""API-key revocation: the controller calls the tenant's maas-api itself (decision D2).
+"""API-key revocation: the controller calls the tenant's maas-api itself (docs/differences.md D2).
 
 ``DELETE <--maas-api-url-template>`` with the CA from ``--maas-api-ca-file``, a bounded timeout
 and a few retries with backoff. maas-api answers ``{"revokedCount": n, ...}``; revoking twice

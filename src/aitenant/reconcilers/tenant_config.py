@@ -1,5 +1,5 @@
-"""MaasTenantConfig reconciler: the tenant's maas-api platform (upstream-behaviour.md §3.6 and
-§5.4; decisions D5, D6, D9).
+"""MaasTenantConfig reconciler: the tenant's maas-api platform (docs/contract.md §3.6 and
+§5.4; docs/differences.md D5, D6, D9).
 
 Scope follows ``--enable-tenant-namespace-discovery``: without it only ``default-tenant`` in
 ``--maas-subscription-namespace`` is served, as upstream; with it, every AITenant-managed config.
@@ -10,7 +10,7 @@ A live config in scope, in order (each failure sets Ready=False with the reason 
 2. ``tenant_identity``         the ``tenant-name`` label                 [InvalidTenantConfig]
 3. ``platform_context``        owning AITenant's status.gatewayRef        [InvalidGateway]
                                and spec.oidc; the Gateway must exist      [GatewayNotReady]
-4. ``check_inputs``            the CA files of D9                         [MissingInput]
+4. ``check_inputs``            the CA files of docs/differences.md D9                         [MissingInput]
                                served APIs, the DB Secret and its key     [DependencyMissing]
 5. ``serving_cert``            keep the tenant's certificate or issue a new one
 6. render, apply, prune        Jinja2 templates → server-side apply;      [RenderFailed,
@@ -588,7 +588,7 @@ class TenantConfigReconciler:
         cronjob = kinds.CRONJOB_V1
         if self.discovery is not None:
             cronjob = await self.discovery.cronjob_kind() or kinds.CRONJOB_V1
-        # Upstream deletes in the controller's gateway namespace too (§5.4).
+        # Upstream deletes in the controller's gateway namespace too (docs/contract.md §5.4).
         tracked = await self.tracked(tenant, cronjob, self.settings.gateway_namespace)
         return await self.applier.delete_tracked(tracked)
 

@@ -1,16 +1,16 @@
 """Admission decisions for AITenant and the AdmissionReview envelope around them. Pure: no I/O.
 
-Rules, in evaluation order (upstream-behaviour.md §2.2 plus decision D4); the first failing
+Rules, in evaluation order (docs/contract.md §2.2 plus docs/differences.md D4); the first failing
 rule decides and its message is what ``kubectl`` prints after
 ``admission webhook "vaitenant.kb.io" denied the request:``.
 
 CREATE
   1. the object is an AITenant;
   2. configuration guards (AITenant namespace and gateway namespace are set);
-  3. name at most 41 characters, then a DNS-1123 label (D4; the CRD's CEL messages);
+  3. name at most 41 characters, then a DNS-1123 label (docs/differences.md D4; the CRD's CEL messages);
   4. spec rules of the CRD schema (``spec.gateway.name``, ``spec.oidc``);
   5. namespace placement: only the configured AITenant namespace;
-  6. Gateway uniqueness, served from the informer cache (D3); denied while it has not synced.
+  6. Gateway uniqueness, served from the informer cache (docs/differences.md D3); denied while it has not synced.
 UPDATE
   1. old and new are AITenants; 2. guards; 4. spec rules on the new object, ratcheted: a value
   that did not change is not re-judged, so a tenant stored before these rules existed can still
@@ -104,7 +104,7 @@ def deny(message: str, code: int = 403) -> Verdict:
 
 
 class GatewayIndex(Protocol):
-    """Read side of the informer cache that the uniqueness rule needs (decision D3)."""
+    """Read side of the informer cache that the uniqueness rule needs (docs/differences.md D3)."""
 
     def has_synced(self) -> bool:
         """True once the AITenant informer has completed its first list."""

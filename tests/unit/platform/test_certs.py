@@ -1,4 +1,4 @@
-"""maas-api serving certificates from the charm's CA (decision D9)."""
+"""maas-api serving certificates from the charm's CA (docs/differences.md D9)."""
 
 from __future__ import annotations
 

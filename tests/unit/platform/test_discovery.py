@@ -1,4 +1,4 @@
-"""API discovery: the CronJob version of decision D6 and the CRDs the platform needs."""
+"""API discovery: the CronJob version of docs/differences.md D6 and the CRDs the platform needs."""
 
 from __future__ import annotations
 

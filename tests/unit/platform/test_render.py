@@ -1,4 +1,4 @@
-"""Rendering of the tenant platform (decisions D5, D6; platform-shape.md). Pure: no cluster."""
+"""Rendering of the tenant platform (docs/differences.md D5, D6; docs/platform.md). Pure: no cluster."""
 
 from __future__ import annotations
 
@@ -106,7 +106,7 @@ def test_every_object_carries_the_common_and_tracking_labels(
         assert labels["app.kubernetes.io/name"] == "maas-api", manifest
         assert labels["maas.opendatahub.io/tenant-name"] == ctx.tenant, manifest
         assert labels["maas.opendatahub.io/tenant-namespace"] == ctx.tenant_namespace, manifest
-        assert "ownerReferences" not in manifest.obj["metadata"], manifest  # D6
+        assert "ownerReferences" not in manifest.obj["metadata"], manifest  # docs/differences.md D6
 
 
 def test_gateway_auth_policy_is_labelled_as_gateway_auth(make_ctx: MakeContext) -> None:

@@ -1,4 +1,4 @@
-"""The default-tenant bootstrap decisions (upstream-behaviour.md §4.1, §4.2, decision D7)."""
+"""The default-tenant bootstrap decisions (docs/contract.md §4.1, §4.2, docs/differences.md D7)."""
 
 from __future__ import annotations
 
@@ -62,7 +62,7 @@ def tenant(
 @pytest.mark.parametrize(
     ("cfg", "ait", "expected"),
     [
-        # D7: the anchor is created first.
+        # docs/differences.md D7: the anchor is created first.
         (None, None, BootstrapPlan(create_config=True)),
         (None, tenant(), BootstrapPlan(create_config=True)),
         # Config not usable yet.
@@ -80,7 +80,7 @@ def tenant(
         (config(), tenant(phase="Failed"), BootstrapPlan()),
         (config(), tenant(ready=True, phase="Terminating"), BootstrapPlan()),
         (config(), tenant(ready=True, phase="Active", deleting=True), BootstrapPlan()),
-        # §4.2: a tenant without the Config ownerReference gets it (and the marker if Ready).
+        # docs/contract.md §4.2: a tenant without the Config ownerReference gets it (and the marker if Ready).
         (config(), tenant(owner_uid=None), BootstrapPlan(link_tenant=True)),
         (
             config(),

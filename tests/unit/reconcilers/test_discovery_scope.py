@@ -1,4 +1,4 @@
-"""Which MaasTenantConfigs the MaasTenantConfig reconciler serves (upstream §3.6, §7).
+"""Which MaasTenantConfigs the MaasTenantConfig reconciler serves (docs/contract.md §3.6, §7).
 
 With ``--enable-tenant-namespace-discovery`` every AITenant-managed config (label
 ``maas.opendatahub.io/managed-by-aitenant=true``) is served, in any namespace; without it only
