@@ -43,7 +43,8 @@ class Controller(ControllerProcess):
         extra = [
             f"--metrics-port={self.metrics_port}",
             "--log-level=warning",
-            f"--maas-api-ca-file={ca[0]}",  # the tenant platform issues serving certs (docs/differences.md D9)
+            # the tenant platform issues serving certs (docs/differences.md D9)
+            f"--maas-api-ca-file={ca[0]}",
             f"--maas-api-ca-key-file={ca[1]}",
         ]
         super().__init__(

@@ -74,8 +74,8 @@ MAAS_API_CA_FILE: Final = f"{MAAS_API_CA_DIR}/ca.crt"
 MAAS_API_CA_KEY_FILE: Final = f"{MAAS_API_CA_DIR}/ca.key"
 # rockcraft's `_daemon_` user: the controller image runs as it, and owns its key files.
 WORKLOAD_UID: Final = 584792
-# Juju application secrets (docs/differences.md D9): the internal CA, and the webhook certificate issued
-# from it when no `certificates` relation exists.
+# Juju application secrets (docs/differences.md D9): the internal CA, and the webhook
+# certificate issued from it when no `certificates` relation exists.
 INTERNAL_CA_LABEL: Final = "internal-ca"
 WEBHOOK_CERT_LABEL: Final = "webhook-fallback-cert"
 # The controller's CRD, read only to show the number of tenants in the status.

@@ -78,7 +78,8 @@ PHASE_TERMINATING: Final = "Terminating"
 
 
 class Reason:
-    """Condition reasons (Ready unless noted); also the reasons of Events (docs/differences.md D8)."""
+    """Condition reasons (Ready unless noted); also the reasons of Events
+    (docs/differences.md D8)."""
 
     INVALID_PLACEMENT: Final = "InvalidPlacement"
     LEGACY_TENANT_MIGRATION_FAILED: Final = "LegacyTenantMigrationFailed"
@@ -128,7 +129,7 @@ MANAGED_NAMESPACE_LABELS: Final = {
 WEBHOOK_NAME: Final = "vaitenant.kb.io"
 WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 
-# Ports (docs/differences.md flags)
+# Ports (README.md, "Configuration reference")
 DEFAULT_WEBHOOK_PORT: Final = 9443
 DEFAULT_METRICS_PORT: Final = 8080
 DEFAULT_HEALTH_PORT: Final = 8081

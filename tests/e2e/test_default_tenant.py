@@ -1,4 +1,5 @@
-"""The default tenant and its Config/default anchor against a real API server (docs/contract.md §4, docs/differences.md D7).
+"""The default tenant and its Config/default anchor against a real API server
+(docs/contract.md §4, docs/differences.md D7).
 
 The tests in this module share one story and run in file order: bootstrap on a cluster with no
 Config; the Config deleted (the garbage collector takes the tenant, a new Config bootstraps a
@@ -127,7 +128,8 @@ async def test_config_and_default_tenant_are_bootstrapped(
     # Marked once Ready.
     await wait_marked(kube)
 
-    # Its config in the MaaS subscription namespace is anchored to the Config too (docs/contract.md §4.2).
+    # Its config in the MaaS subscription namespace is anchored to the Config too
+    # (docs/contract.md §4.2).
     async def anchored() -> bool:
         tenant_config = await kube.get(
             MaasTenantConfig, "default-tenant", namespace=SUBSCRIPTION_NS
@@ -145,7 +147,8 @@ async def test_deleting_config_collects_the_tenant_and_bootstraps_again(
 
     await kube.delete(Config, "default", cascade=CascadeType.BACKGROUND)
     # The garbage collector deletes the tenant (its cleanup runs) and the controller recreates
-    # the anchor at once (docs/differences.md D7); the new Config has no marker, so the tenant is bootstrapped again.
+    # the anchor at once (docs/differences.md D7); the new Config has no marker, so the tenant
+    # is bootstrapped again.
     await wait_tenant_gone(kube, old_tenant["metadata"]["uid"], timeout=GC_TIMEOUT)
     new = await wait_phase(kube, DEFAULT, "Active", timeout=30)
 

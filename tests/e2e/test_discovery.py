@@ -1,4 +1,5 @@
-"""``--enable-tenant-namespace-discovery`` as far as this controller goes (docs/contract.md §3.6, §7).
+"""``--enable-tenant-namespace-discovery`` as far as this controller goes (docs/contract.md
+§3.6, §7).
 
 Without discovery the MaasTenantConfig reconciler serves only ``default-tenant`` in the MaaS
 subscription namespace, as upstream: a non-default tenant's config is left alone, so its

@@ -1,4 +1,5 @@
-"""The tenant platform on a real API server (docs/differences.md D5, D6, D9; docs/contract.md §3.6, §5.4).
+"""The tenant platform on a real API server (docs/differences.md D5, D6, D9; docs/contract.md
+§3.6, §5.4).
 
 No kubelet runs here: the session's ``availability`` fixture marks each maas-api Deployment
 Available the way the deployment controller would, unless a test holds its tenant back.
@@ -136,7 +137,8 @@ async def test_platform_is_rendered_and_the_config_reports_ready(
         assert labels["app.kubernetes.io/managed-by"] == "aitenant-controller"
         assert labels["maas.opendatahub.io/tenant-name"] == name
         assert labels["maas.opendatahub.io/tenant-namespace"] == tns
-        assert not meta.get("ownerReferences")  # cross-namespace: labels only (docs/differences.md D6)
+        # cross-namespace: labels only (docs/differences.md D6)
+        assert not meta.get("ownerReferences")
 
     # The CronJob API version came from discovery: Kubernetes 1.20 has no batch/v1 CronJob.
     cronjob = await get(kube, kinds.CRONJOB_V1BETA1, f"maas-api-key-cleanup-{name}", INFRA_NS)
@@ -151,7 +153,8 @@ async def test_platform_is_rendered_and_the_config_reports_ready(
     route = await get(kube, kinds.HTTP_ROUTE, f"maas-api-route-{name}", INFRA_NS)
     assert route["spec"]["parentRefs"][0]["name"] == name
 
-    # The serving certificate (docs/differences.md D9): signed by the CA the controller was given, right names.
+    # The serving certificate (docs/differences.md D9): signed by the CA the controller was
+    # given, right names.
     secret = await get(kube, kinds.SECRET, f"maas-api-{name}-serving-cert", INFRA_NS)
     cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
     ca = x509.load_pem_x509_certificate(maas_api.ca_file.read_bytes())

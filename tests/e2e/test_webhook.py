@@ -1,4 +1,5 @@
-"""The admission webhook called by the real API server over HTTPS (docs/contract.md §2, docs/differences.md D3, D4)."""
+"""The admission webhook called by the real API server over HTTPS (docs/contract.md §2,
+docs/differences.md D3, D4)."""
 
 from __future__ import annotations
 

@@ -54,7 +54,8 @@ class ApplyError(Exception):
 
 def is_unmanaged(obj: Mapping[str, Any] | None) -> bool:
     """Left alone: annotated ``opendatahub.io/managed: "false"``, or controlled by another
-    controller (an ownerReference with ``controller: true``; ours never carry one, docs/differences.md D6)."""
+    controller (an ownerReference with ``controller: true``; ours never carry one,
+    docs/differences.md D6)."""
     meta = (obj or {}).get("metadata") or {}
     annotations = meta.get("annotations") or {}
     if annotations.get(contract.ANNOTATION_OPENDATAHUB_MANAGED) == contract.UNMANAGED_VALUE:

@@ -1,11 +1,11 @@
 """Which resources the API server serves, from its discovery documents, cached briefly.
 
-Used for two decisions: the CronJob API version (``batch/v1`` where served, else
-``batch/v1beta1``: Kubernetes 1.20 serves only the latter; docs/differences.md D6) and whether the CRDs the
-platform needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy, ...) are installed, so a config can
-say ``DependencyMissing`` instead of failing on an apply. A group/version that is served is
-remembered for ``ttl_served`` seconds; one that is not is asked again after ``ttl_missing``
-seconds, so a CRD installed later is noticed quickly.
+Used for two decisions: the CronJob API version (``batch/v1`` where served, else ``batch/v1beta1``:
+Kubernetes 1.20 serves only the latter; docs/differences.md D6) and whether the CRDs the platform
+needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy, ...) are installed, so a config can say
+``DependencyMissing`` instead of failing on an apply. A group/version that is served is remembered
+for ``ttl_served`` seconds; one that is not is asked again after ``ttl_missing`` seconds, so a CRD
+installed later is noticed quickly.
 """
 
 from __future__ import annotations

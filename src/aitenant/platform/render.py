@@ -1,14 +1,14 @@
 """Render one tenant's maas-api platform: ``PlatformContext`` → objects. Pure, no I/O.
 
-Each object comes from a Jinja2 template in ``aitenant/templates`` (docs/differences.md D5). Values reach
-the YAML only through the ``to_json`` filter, so a tenant name, an OIDC issuer or an image
-reference can never change the document's structure. After parsing, every object gets the
-common labels and the tenant tracking labels (docs/platform.md), and every name is checked
-against its kind's limit (63, or 52 for CronJobs, whose Jobs append 11 characters).
+Each object comes from a Jinja2 template in ``aitenant/templates`` (docs/differences.md D5). Values
+reach the YAML only through the ``to_json`` filter, so a tenant name, an OIDC issuer or an image
+reference can never change the document's structure. After parsing, every object gets the common
+labels and the tenant tracking labels (docs/platform.md), and every name is checked against its
+kind's limit (63, or 52 for CronJobs, whose Jobs append 11 characters).
 
-The default tenant (``models-as-a-service``) keeps the unsuffixed legacy names; every other
-tenant's names end in ``-<tenant>`` (docs/contract.md §3.1). The CronJob name is bounded with the hash
-rule of docs/contract.md §3.1, so it fits for every valid tenant name.
+The default tenant (``models-as-a-service``) keeps the unsuffixed legacy names; every other tenant's
+names end in ``-<tenant>`` (docs/contract.md §3.1). The CronJob name is bounded with the hash rule
+of docs/contract.md §3.1, so it fits for every valid tenant name.
 """
 
 from __future__ import annotations

@@ -1,18 +1,18 @@
 """The AITenant reconciler: create path (docs/contract.md §3) and dispatch to deletion.
 
-Level-triggered: every pass reads the AITenant from the informer cache and its children from
-the API, computes what should exist and makes only the writes that differ. After a successful
-write the pass continues (docs/differences.md D1); it requeues only while waiting on state it does not
-watch. A pass over an Active tenant whose world is unchanged makes no write at all.
+Level-triggered: every pass reads the AITenant from the informer cache and its children from the
+API, computes what should exist and makes only the writes that differ. After a successful write the
+pass continues (docs/differences.md D1); it requeues only while waiting on state it does not watch.
+A pass over an Active tenant whose world is unchanged makes no write at all.
 
 Flow of ``reconcile`` for a live AITenant, in order:
 
 1. ``ensure_finalizer``
 2. ``check_placement``                      → Failed/InvalidPlacement, no requeue
 2a. ``migrate_legacy_platform_context``     legacy Tenant's gateway name and OIDC filled into
-                                              the spec (docs/contract.md §6.1); the pass continues with the
-                                              patched object → Failed/LegacyTenantMigrationFailed,
-                                              no requeue
+                                              the spec (docs/contract.md §6.1); the pass
+                                              continues with the patched object →
+                                              Failed/LegacyTenantMigrationFailed, no requeue
 3. ``persist_platform_context``             status.tenantNamespace + status.gatewayRef written
                                               before any child exists
 4. (default tenant) ``ensure_tenant_resources`` before the Gateway check
@@ -349,7 +349,8 @@ class AITenantReconciler:
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
     ) -> tuple[AITenantView, Obj | None]:
-        """Fill the spec from a legacy Tenant/default-tenant (docs/contract.md §6.1); returns (tenant, legacy).
+        """Fill the spec from a legacy Tenant/default-tenant (docs/contract.md §6.1); returns
+        (tenant, legacy).
 
         A legacy Tenant that cannot be migrated is ``LegacyTenantMigrationFailed`` without
         requeue, as upstream: only a change brings the tenant back. An API error on the way is
@@ -699,7 +700,8 @@ class AITenantReconciler:
         return config
 
     async def retire_legacy_tenant(self, ctx: TenantContext, config: Obj) -> None:
-        """Mark the legacy Tenant migrated (docs/contract.md §6.3), then delete it once verified (docs/contract.md §6.4).
+        """Mark the legacy Tenant migrated (docs/contract.md §6.3), then delete it once verified
+        (docs/contract.md §6.4).
 
         The delete carries UID and resourceVersion preconditions: a legacy object changed (or
         replaced) since the verification is left for the next pass to judge again.

@@ -1,11 +1,12 @@
-"""The default tenant: ``Config/default`` and ``AITenant/models-as-a-service`` (docs/contract.md §4, docs/differences.md D7).
+"""The default tenant: ``Config/default`` and ``AITenant/models-as-a-service``
+(docs/contract.md §4, docs/differences.md D7).
 
 A leader-only loop, run at start, every 30 s and whenever ``wake()`` is called (the informer
 handlers in ``app.py`` call it on events of ``Config/default``, of the default AITenant and of
 its ``MaasTenantConfig/default-tenant``). Each tick, with ``--manage-default-tenant`` on:
 
-1. ``Config/default`` missing → create it (docs/differences.md D7: nothing else creates the anchor in a
-   Juju model). Being deleted, or without a UID yet → wait.
+1. ``Config/default`` missing → create it (docs/differences.md D7: nothing else creates the
+   anchor in a Juju model). Being deleted, or without a UID yet → wait.
 2. the default AITenant, by the decision table of ``plan_bootstrap``:
    * missing, Config not marked → create it: ``spec.gateway.name`` = ``--gateway-name``, or the
      name and OIDC of a legacy ``Tenant/default-tenant`` in ``--maas-subscription-namespace``;
@@ -122,7 +123,8 @@ def tenant_is_ready(tenant: Mapping[str, Any]) -> bool:
 def plan_bootstrap(
     config: Mapping[str, Any] | None, tenant: Mapping[str, Any] | None
 ) -> BootstrapPlan:
-    """The decision table of docs/contract.md §4.1 (with docs/differences.md D7 and the stale-reference rule above)."""
+    """The decision table of docs/contract.md §4.1 (with docs/differences.md D7 and the
+    stale-reference rule above)."""
     if config is None:
         return BootstrapPlan(create_config=True, note="Config/default is missing")
     config_meta = _meta(config)

@@ -1,4 +1,5 @@
-"""Gateway selector labels on the infra namespace, with the ownership ledger (docs/contract.md §3.4-9).
+"""Gateway selector labels on the infra namespace, with the ownership ledger
+(docs/contract.md §3.4-9).
 
 A Gateway listener that admits routes only from namespaces matching a label selector would
 not admit the tenant's maas-api route from the infra namespace; so the infra namespace gets the

@@ -10,7 +10,7 @@ A live config in scope, in order (each failure sets Ready=False with the reason 
 2. ``tenant_identity``         the ``tenant-name`` label                 [InvalidTenantConfig]
 3. ``platform_context``        owning AITenant's status.gatewayRef        [InvalidGateway]
                                and spec.oidc; the Gateway must exist      [GatewayNotReady]
-4. ``check_inputs``            the CA files of docs/differences.md D9                         [MissingInput]
+4. ``check_inputs``            the CA files (docs/differences.md D9)      [MissingInput]
                                served APIs, the DB Secret and its key     [DependencyMissing]
 5. ``serving_cert``            keep the tenant's certificate or issue a new one
 6. render, apply, prune        Jinja2 templates → server-side apply;      [RenderFailed,

@@ -1,7 +1,8 @@
 """A stand-in for a tenant's maas-api: only the internal API-key revocation endpoint.
 
 HTTPS on loopback with a certificate from an in-memory CA (trustme), so the controller's real
-revocation client (docs/differences.md D2) is exercised: TLS verification, status codes, JSON body.
+revocation client (docs/differences.md D2) is exercised: TLS verification, status codes, JSON
+body.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class FakeMaasApi:
 
     @property
     def ca_key_file(self) -> Path:
-        """Key of the same CA: the controller issues maas-api serving certs from it (docs/differences.md D9)."""
+        """Key of the same CA: the controller issues maas-api serving certs from it
+        (docs/differences.md D9)."""
         return self.workdir / "maas-api-ca.key"
 
     @property

@@ -120,7 +120,8 @@ TRACKED_DEPLOYMENTS: dict[str, Any] = {
 
 
 def write_ca(directory: Path) -> tuple[Path, Path]:
-    """A CA for maas-api serving certificates (docs/differences.md D9), as the charm hands it over."""
+    """A CA for maas-api serving certificates (docs/differences.md D9), as the charm hands it
+    over."""
     import trustme  # tests, demo and benchmarks only
 
     directory.mkdir(parents=True, exist_ok=True)

@@ -7,10 +7,12 @@ rule decides and its message is what ``kubectl`` prints after
 CREATE
   1. the object is an AITenant;
   2. configuration guards (AITenant namespace and gateway namespace are set);
-  3. name at most 41 characters, then a DNS-1123 label (docs/differences.md D4; the CRD's CEL messages);
+  3. name at most 41 characters, then a DNS-1123 label (docs/differences.md D4; the CRD's CEL
+     messages);
   4. spec rules of the CRD schema (``spec.gateway.name``, ``spec.oidc``);
   5. namespace placement: only the configured AITenant namespace;
-  6. Gateway uniqueness, served from the informer cache (docs/differences.md D3); denied while it has not synced.
+  6. Gateway uniqueness, served from the informer cache (docs/differences.md D3); denied while
+     it has not synced.
 UPDATE
   1. old and new are AITenants; 2. guards; 4. spec rules on the new object, ratcheted: a value
   that did not change is not re-judged, so a tenant stored before these rules existed can still

@@ -34,7 +34,7 @@ def harness(
     """
     monkeypatch.setenv("JUJU_VERSION", "3.6.4")  # metadata.yaml assumes juju >= 3.6
     with warnings.catch_warnings():
-        # Harness is the design's choice (docs/differences.md); ops marks it pending deprecation.
+        # Harness is the design's choice (docs/design.md §8); ops marks it pending deprecation.
         warnings.simplefilter("ignore", PendingDeprecationWarning)
         h = testing.Harness(AITenantCharm)
     h.set_model_name(MODEL)

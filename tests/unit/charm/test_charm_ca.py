@@ -1,4 +1,5 @@
-"""The internal CA of docs/differences.md D9: created by the leader, kept in a secret, rotated in time."""
+"""The internal CA of docs/differences.md D9: created by the leader, kept in a secret, rotated
+in time."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Rendering of the tenant platform (docs/differences.md D5, D6; docs/platform.md). Pure: no cluster."""
+"""Rendering of the tenant platform (docs/differences.md D5, D6; docs/platform.md). Pure: no
+cluster."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The default-tenant bootstrap decisions (docs/contract.md §4.1, §4.2, docs/differences.md D7)."""
+"""The default-tenant bootstrap decisions (docs/contract.md §4.1, §4.2, docs/differences.md
+D7)."""
 
 from __future__ import annotations
 
@@ -80,7 +81,8 @@ def tenant(
         (config(), tenant(phase="Failed"), BootstrapPlan()),
         (config(), tenant(ready=True, phase="Terminating"), BootstrapPlan()),
         (config(), tenant(ready=True, phase="Active", deleting=True), BootstrapPlan()),
-        # docs/contract.md §4.2: a tenant without the Config ownerReference gets it (and the marker if Ready).
+        # docs/contract.md §4.2: a tenant without the Config ownerReference gets it (and the
+        # marker if Ready).
         (config(), tenant(owner_uid=None), BootstrapPlan(link_tenant=True)),
         (
             config(),

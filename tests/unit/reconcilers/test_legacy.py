@@ -57,7 +57,7 @@ def context(tenant: dict[str, Any], old: dict[str, Any]) -> dict[str, Any] | Non
     )
 
 
-# -- docs/contract.md §6.1 platform context -------------------------------------------------------------------
+# -- docs/contract.md §6.1 platform context --------------------------------------------------------
 
 
 def test_gateway_name_and_oidc_are_filled_into_an_empty_spec() -> None:
@@ -119,7 +119,7 @@ def test_mismatch_is_reported_even_when_the_aitenant_has_its_own_gateway() -> No
         context(aitenant(spec={"gateway": {"name": "mine"}}), old)
 
 
-# -- docs/contract.md §6.2 config fill ------------------------------------------------------------------------
+# -- docs/contract.md §6.2 config fill -------------------------------------------------------------
 
 
 def test_config_fill_copies_api_keys_and_telemetry_only() -> None:
@@ -154,7 +154,7 @@ def test_config_fill_without_legacy_object() -> None:
     assert config_spec_fill(None, legacy({})) == {}
 
 
-# -- docs/contract.md §6.3 marking ----------------------------------------------------------------------------
+# -- docs/contract.md §6.3 marking -----------------------------------------------------------------
 
 
 def test_mark_adds_annotations_drops_stale_finalizers_and_locks() -> None:
@@ -192,7 +192,7 @@ def test_mark_leaves_another_aitenants_object_alone() -> None:
     assert mark_patch(legacy(annotations=ours), "team-a", "ai-tenants") is not None
 
 
-# -- docs/contract.md §6.4 verified removal -------------------------------------------------------------------
+# -- docs/contract.md §6.4 verified removal --------------------------------------------------------
 
 TNS = "ai-tenant-team-a"
 

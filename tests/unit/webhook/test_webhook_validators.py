@@ -107,7 +107,7 @@ def test_guards_run_after_type_check_and_before_name() -> None:
     assert create(bad_name, policy=policy).message.startswith("AITenant infrastructure")
 
 
-# --- 3. name (docs/differences.md D4, CREATE only) ------------------------------------------------------------
+# --- 3. name (docs/differences.md D4, CREATE only) ------------------------------------------------
 
 
 def test_name_messages_are_the_crd_cel_messages() -> None:
