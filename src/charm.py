@@ -258,7 +258,7 @@ class AITenantCharm(ops.CharmBase):
             logger.info("controller inputs incomplete; service not planned")
             return
         targets = self._log_targets(container)
-        layer = self._construct_layer(inputs, ca_cert_pem=ca.cert_pem, log_targets=targets)
+        layer = self._construct_layer(inputs, log_targets=targets)
         self._reconcile_pebble(container, layer)
 
     # --- COS ------------------------------------------------------------------------------
@@ -501,7 +501,6 @@ class AITenantCharm(ops.CharmBase):
         self,
         inputs: ControllerInputs,
         *,
-        ca_cert_pem: str,
         log_targets: Mapping[str, Mapping[str, Any]] | None = None,
     ) -> ops.pebble.Layer:
         """The Pebble layer that runs the controller. Pure: no I/O."""
@@ -517,12 +516,10 @@ class AITenantCharm(ops.CharmBase):
                         "startup": "enabled",
                         "user-id": WORKLOAD_UID,
                         "group-id": WORKLOAD_UID,
-                        "environment": {
-                            "POD_NAMESPACE": self.model.name,
-                            # The controller loads its signing CA at start: a rotated CA
-                            # changes this value, so the layer changes and Pebble restarts it.
-                            "AITENANT_CHARM_CA_SHA256": charm_pki.fingerprint(ca_cert_pem),
-                        },
+                        # No fingerprint of the CA here: the controller re-reads its CA
+                        # files and webhook certificate when they change, so a rotation
+                        # never restarts it (a restart would refuse admissions meanwhile).
+                        "environment": {"POD_NAMESPACE": self.model.name},
                         "on-check-failure": {"alive": "restart"},
                     }
                 },
