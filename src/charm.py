@@ -446,7 +446,8 @@ class AITenantCharm(ops.CharmBase):
         """
         published = self._published_ca_bundle()
         bundle = tls.ca_bundle_pem
-        if published and not self._workload_serves(tls):
+        switching = published and published.strip() != tls.ca_bundle_pem.strip()
+        if switching and not self._workload_serves(tls):
             now = datetime.datetime.now(datetime.UTC)
             bundle = charm_pki.merge_bundles(tls.ca_bundle_pem, published, now=now)
         self._apply_webhook_configuration(bundle)
