@@ -9,14 +9,15 @@ process, and restarts it when the charm changes the service definition, as a rep
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import os
 import shlex
 import sys
 import warnings
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pytest
 from ops import testing
@@ -26,30 +27,65 @@ from aitenant.testing.cluster import free_port
 from charm import AITenantCharm
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
+T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
 APP = "aitenant-k8s"
 
 
-@contextlib.contextmanager
-def charm_harness(kubeconfig: Path, model: str) -> Iterator[testing.Harness[AITenantCharm]]:
-    """A begun Harness for the leader of ``model``, its lightkube client on ``kubeconfig``."""
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("KUBECONFIG", str(kubeconfig))
-        mp.setenv("JUJU_VERSION", "3.6.4")
+class CharmThread:
+    """A Harness for the leader of ``model`` and the one thread that may touch it.
+
+    ops keeps the charm's state in SQLite, which only its creating thread may use; running
+    every hook there also lets the event loop serve the controller's webhook while a hook
+    waits on it, as the workload container would.
+    """
+
+    def __init__(self, kubeconfig: Path, model: str) -> None:
+        self.kubeconfig = kubeconfig
+        self.model = model
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self._harness: testing.Harness[AITenantCharm] | None = None
+
+    @property
+    def harness(self) -> testing.Harness[AITenantCharm]:
+        assert self._harness is not None
+        return self._harness
+
+    async def run(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn)
+
+    def _begin(self) -> None:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PendingDeprecationWarning)
             harness = testing.Harness(AITenantCharm)
-        harness.set_model_name(model)
+        harness.set_model_name(self.model)
         harness.set_leader(True)
         harness.set_can_connect(charm.CONTAINER, True)
         harness.begin()
-        try:
-            yield harness
-        finally:
-            harness.cleanup()
+        self._harness = harness
+
+    def _cleanup(self) -> None:
+        if self._harness is not None:
+            client = self._harness.charm._client  # pyright: ignore[reportPrivateUsage]
+            if client is not None:
+                client._client.close()  # lightkube's Client has no public close
+            self._harness.cleanup()
+
+    @contextlib.asynccontextmanager
+    async def begun(self) -> AsyncIterator[CharmThread]:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setenv("KUBECONFIG", str(self.kubeconfig))
+            mp.setenv("JUJU_VERSION", "3.6.4")
+            await self.run(self._begin)
+            try:
+                yield self
+            finally:
+                await self.run(self._cleanup)
+                self._executor.shutdown()
 
 
 def relate_maas_api(harness: testing.Harness[AITenantCharm], infra_namespace: str) -> None:
+    """The maas-api charm's side of the relation (call in the charm's thread)."""
     bag: dict[str, str] = {}
     MaasApiAppData(
         image="quay.io/opendatahub/maas-api:v1",
@@ -69,10 +105,8 @@ class PlannedController:
     and its own probe use); the process authenticates with ``kubeconfig``.
     """
 
-    def __init__(
-        self, harness: testing.Harness[AITenantCharm], kubeconfig: Path, log: Path
-    ) -> None:
-        self.harness = harness
+    def __init__(self, charm_thread: CharmThread, kubeconfig: Path, log: Path) -> None:
+        self.charm = charm_thread
         self.kubeconfig = kubeconfig
         self.log = log
         self.health_port = free_port()
@@ -81,12 +115,17 @@ class PlannedController:
         self._definition: dict[str, Any] | None = None
         self._proc: asyncio.subprocess.Process | None = None
 
-    def _service(self) -> Any:
-        return self.harness.get_container_pebble_plan(charm.CONTAINER).services[charm.SERVICE]
+    def _planned(self) -> tuple[dict[str, Any], bool, Path]:
+        """(service definition, running, container root), read in the charm's thread."""
+        harness = self.charm.harness
+        service = harness.get_container_pebble_plan(charm.CONTAINER).services[charm.SERVICE]
+        container = harness.model.unit.get_container(charm.CONTAINER)
+        status = container.get_services(charm.SERVICE).get(charm.SERVICE)
+        running = status is None or status.is_running()
+        return dict(service.to_dict()), running, harness.get_filesystem_root(charm.CONTAINER)
 
-    def command(self) -> list[str]:
-        root = self.harness.get_filesystem_root(charm.CONTAINER)
-        args = shlex.split(self._service().command)
+    def command(self, definition: dict[str, Any], root: Path) -> list[str]:
+        args = shlex.split(definition["command"])
         assert args[0] == "aitenant-controller"
         rewritten = [sys.executable, "-m", "aitenant"]
         for arg in args[1:]:
@@ -102,17 +141,20 @@ class PlannedController:
         ]
 
     async def start(self) -> None:
-        service = self._service()
+        definition, _, root = await self.charm.run(self._planned)
         env = {
             **os.environ,
-            **service.environment,
+            **definition.get("environment", {}),
             "PYTHONPATH": f"{ROOT / 'src'}",
         }
         with self.log.open("ab") as log:
             self._proc = await asyncio.create_subprocess_exec(
-                *self.command(), env=env, stdout=log, stderr=asyncio.subprocess.STDOUT
+                *self.command(definition, root),
+                env=env,
+                stdout=log,
+                stderr=asyncio.subprocess.STDOUT,
             )
-        self._definition = service.to_dict()
+        self._definition = definition
 
     async def stop(self) -> None:
         if self._proc is None or self._proc.returncode is not None:
@@ -127,11 +169,10 @@ class PlannedController:
     async def sync(self) -> None:
         """Restart when the planned service changed, as Pebble's replan would; stop when
         the charm stopped the service."""
-        container = self.harness.model.unit.get_container(charm.CONTAINER)
-        status = container.get_services(charm.SERVICE).get(charm.SERVICE)
-        if status is not None and not status.is_running():
+        definition, running, _ = await self.charm.run(self._planned)
+        if not running:
             await self.stop()
-        elif self._service().to_dict() != self._definition:
+        elif definition != self._definition:
             self.restarts += 1
             await self.stop()
             await self.start()

@@ -63,7 +63,7 @@ from aitenant.testing import samples
 from aitenant.testing.cluster import LocalCluster, User, free_port
 from charm import AITenantCharm
 
-from .charm_harness import APP, PlannedController, charm_harness, relate_maas_api
+from .charm_harness import APP, CharmThread, PlannedController, relate_maas_api
 from .conftest import eventually
 
 MODEL = "aitenant-model"  # the model's namespace, where Juju puts the app's Service
@@ -152,21 +152,29 @@ class Probe:
 
 @dataclass
 class Deployment:
-    harness: testing.Harness[AITenantCharm]
+    charm: CharmThread
     controller: PlannedController
     kube: AsyncClient
 
+    @property
+    def harness(self) -> testing.Harness[AITenantCharm]:
+        return self.charm.harness
+
     async def hook(self, fire: Callable[[], Any]) -> None:
-        """Run one Juju event in a thread (the charm may wait on the workload), then let
-        'Pebble' apply the plan."""
-        await asyncio.to_thread(fire)
+        """Run one Juju event in the charm's thread (the charm may wait on the workload
+        meanwhile), then let 'Pebble' apply the plan."""
+        await self.charm.run(fire)
         await self.controller.sync()
 
-    def pushed_tls(self) -> tuple[str, str]:
+    async def pushed_tls(self) -> tuple[str, str]:
         """The certificate the charm wrote for the workload, and its CA bundle."""
-        tls = self.harness.charm._webhook_tls()  # pyright: ignore[reportPrivateUsage]
-        assert tls is not None
-        return tls.cert_pem, tls.ca_bundle_pem
+
+        def read() -> tuple[str, str]:
+            tls = self.harness.charm._webhook_tls()  # pyright: ignore[reportPrivateUsage]
+            assert tls is not None
+            return tls.cert_pem, tls.ca_bundle_pem
+
+        return await self.charm.run(read)
 
     async def published_bundle(self) -> str:
         name = charm_manifests.cluster_scoped_name(APP, MODEL)
@@ -174,7 +182,7 @@ class Deployment:
 
     async def settled(self) -> bool:
         """The workload serves the charm's certificate and caBundle holds only its CA(s)."""
-        cert, bundle = self.pushed_tls()
+        cert, bundle = await self.pushed_tls()
         served = await asyncio.to_thread(charm.served_certificate, "127.0.0.1", charm.WEBHOOK_PORT)
         if served is None or not charm_pki.same_certificate(served, cert):
             return False
@@ -216,19 +224,25 @@ async def deployment(ca_cluster: LocalCluster) -> AsyncIterator[Deployment]:
     await samples.install_crds(kube, [samples.TEST_CRDS])
     await expose_webhook(kube)
     assert ca_cluster.workdir is not None
-    with charm_harness(ca_cluster.kubeconfig, MODEL) as harness:
-        harness.update_config(
-            {"gateway-namespace": "gateways", "gateway-name": "maas-default-gateway"}
-        )
-        relate_maas_api(harness, MODEL)
+    async with CharmThread(ca_cluster.kubeconfig, MODEL).begun() as charm_thread:
+
+        def deploy() -> None:
+            harness = charm_thread.harness
+            harness.update_config(
+                {"gateway-namespace": "gateways", "gateway-name": "maas-default-gateway"}
+            )
+            relate_maas_api(harness, MODEL)
+            harness.container_pebble_ready(charm.CONTAINER)
+
+        await charm_thread.run(deploy)
         controller = PlannedController(
-            harness, ca_cluster.kubeconfig_for(APP_USER), ca_cluster.workdir / "controller.log"
+            charm_thread,
+            ca_cluster.kubeconfig_for(APP_USER),
+            ca_cluster.workdir / "controller.log",
         )
-        deployed = Deployment(harness, controller, kube)
-        await asyncio.to_thread(harness.container_pebble_ready, charm.CONTAINER)
         await controller.start()
         try:
-            yield deployed
+            yield Deployment(charm_thread, controller, kube)
         finally:
             await controller.stop()
             await kube.close()
@@ -240,11 +254,11 @@ async def switch(
     """Count admissions from before ``action`` until the switch has settled."""
     probe = Probe(deployed.kube)
     await eventually(probe.once, timeout=60)  # the webhook answers before we start counting
-    before = deployed.pushed_tls()
+    before = await deployed.pushed_tls()
     tally = probe.start()
     try:
         await action()
-        assert deployed.pushed_tls() != before, "the action did not switch the certificate"
+        assert await deployed.pushed_tls() != before, "the action did not switch the certificate"
         await eventually(deployed.settled, timeout=timeout, interval=0.5)
         for _ in range(10):  # a few more admissions against the settled configuration
             await probe.once()
@@ -291,10 +305,12 @@ async def test_webhook_ca_switches_refuse_no_admission(deployment: Deployment):
             "due CA",
             now=datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=330),
         )
-        secret = harness.model.get_secret(label=charm.INTERNAL_CA_LABEL)
-        await deployment.hook(
-            lambda: secret.set_content({"ca-cert": due.cert_pem, "ca-key": due.key_pem})
-        )
+
+        def replace() -> None:
+            secret = harness.model.get_secret(label=charm.INTERNAL_CA_LABEL)
+            secret.set_content({"ca-cert": due.cert_pem, "ca-key": due.key_pem})
+
+        await deployment.hook(replace)
         await deployment.hook(harness.charm.on.update_status.emit)
 
     results["internal CA rotation"] = await switch(deployment, rotate)
@@ -387,7 +403,9 @@ async def test_prometheus_scrapes_the_controller_and_evaluates_every_alert_rule(
     deployment: Deployment, tmp_path: Path
 ):
     # GIVEN the alert rules the charm publishes on metrics-endpoint, as a rule file
-    topology = deployment.harness.charm._topology()  # pyright: ignore[reportPrivateUsage]
+    topology = await deployment.charm.run(
+        deployment.harness.charm._topology  # pyright: ignore[reportPrivateUsage]
+    )
     rules = charm_cos.load_alert_rules(topology)
     rule_file = tmp_path / "aitenant.rules.yaml"
     write_file(rule_file, yaml.safe_dump(rules))
