@@ -268,8 +268,11 @@ async def switch(
 
 
 def report(kind: str, tally: Tally) -> None:
+    x509 = sum("x509" in message for message in tally.refused)
+    refused = sum("connection refused" in message for message in tally.refused)
     print(
-        f"\n{kind}: {tally.allowed} admitted, {len(tally.refused)} refused, "
+        f"\n{kind}: {tally.allowed} admitted, {len(tally.refused)} refused "
+        f"({x509} x509, {refused} connection refused), "
         f"caBundle sizes seen {sorted(tally.bundle_sizes)}"
     )
 
