@@ -387,15 +387,35 @@ class AITenantCharm(ops.CharmBase):
             meta = obj.metadata
             if meta is None or finalizer not in (meta.finalizers or []):
                 continue
-            remaining = [f for f in meta.finalizers or [] if f != finalizer]
-            # resourceVersion makes the patch fail on a concurrent change instead of
-            # dropping someone else's finalizer.
-            patch = {"metadata": {"finalizers": remaining, "resourceVersion": meta.resourceVersion}}
-            self._kube.patch(
-                res, meta.name, patch, namespace=meta.namespace, patch_type=PatchType.MERGE
-            )
-            released.append(f"{meta.namespace}/{meta.name}")
+            if self._drop_finalizer(res, obj, finalizer):
+                released.append(f"{meta.namespace}/{meta.name}")
         return released
+
+    def _drop_finalizer(self, res: Any, obj: Any, finalizer: str, attempts: int = 5) -> bool:
+        """Patch ``finalizer`` out of ``obj``; on a conflict, re-read and try again.
+
+        resourceVersion makes the patch fail on a concurrent change (a status write, another
+        finalizer) instead of dropping someone else's finalizer.
+        """
+        for attempt in range(attempts):
+            meta = obj.metadata
+            finalizers = list(meta.finalizers or [])
+            if finalizer not in finalizers:
+                return False
+            remaining = [f for f in finalizers if f != finalizer]
+            patch = {"metadata": {"finalizers": remaining, "resourceVersion": meta.resourceVersion}}
+            try:
+                self._kube.patch(
+                    res, meta.name, patch, namespace=meta.namespace, patch_type=PatchType.MERGE
+                )
+                return True
+            except ApiError as exc:
+                if exc.status.code == 404:
+                    return False
+                if exc.status.code != 409 or attempt == attempts - 1:
+                    raise
+            obj = self._kube.get(res, meta.name, namespace=meta.namespace)
+        return False
 
     def _delete_cluster_scoped(self, kind: Any) -> None:
         name = self._cluster_scoped_name

@@ -15,12 +15,14 @@ import os
 import shlex
 import sys
 import warnings
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx
 import pytest
 from ops import testing
+from ops._private.harness import _TestingPebbleClient  # pyright: ignore[reportPrivateUsage]
 
 import charm
 from aitenant.testing.cluster import free_port
@@ -176,6 +178,37 @@ class PlannedController:
             self.restarts += 1
             await self.stop()
             await self.start()
+
+    @contextlib.contextmanager
+    def stopped_with_pebble(self) -> Iterator[None]:
+        """While active, Pebble's stop of the service (from the charm's thread) ends the
+        process before the call returns, as the real Pebble does."""
+        loop = asyncio.get_running_loop()
+        original = _TestingPebbleClient.stop_services
+
+        def stop_services(
+            client: _TestingPebbleClient,
+            services: list[str],
+            timeout: float = 30.0,
+            delay: float = 0.1,
+        ) -> Any:
+            change = original(client, services, timeout=timeout, delay=delay)
+            if charm.SERVICE in services:
+                asyncio.run_coroutine_threadsafe(self.stop(), loop).result(timeout)
+            return change
+
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_TestingPebbleClient, "stop_services", stop_services)
+            yield
+
+    async def ready(self) -> bool:
+        """The process answers /readyz with 200 (its informers have synced)."""
+        try:
+            async with httpx.AsyncClient(timeout=2) as http:
+                answer = await http.get(f"http://127.0.0.1:{self.health_port}/readyz")
+        except httpx.HTTPError:
+            return False
+        return answer.status_code == 200
 
     @property
     def running(self) -> bool:

@@ -8,7 +8,7 @@ from unittest.mock import MagicMock
 
 import ops
 import pytest
-from charm_kit import APP, MODEL, CharmKit
+from charm_kit import APP, MODEL, CharmKit, api_error
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
@@ -115,7 +115,7 @@ def test_blocked_deployment_removal_deletes_nothing(kit: CharmKit):
 # --- prepare-removal ----------------------------------------------------------------------
 
 
-def tenant(name: str, finalizers: list[str]) -> Any:
+def tenant(name: str, finalizers: list[str], resource_version: str = "7") -> Any:
     obj = charm.AITENANT.from_dict(  # pyright: ignore[reportAttributeAccessIssue]
         {
             "apiVersion": "maas.opendatahub.io/v1alpha1",
@@ -124,7 +124,7 @@ def tenant(name: str, finalizers: list[str]) -> Any:
                 "name": name,
                 "namespace": "ai-tenants",
                 "finalizers": finalizers,
-                "resourceVersion": "7",
+                "resourceVersion": resource_version,
             },
         }
     )
@@ -192,3 +192,19 @@ def test_prepare_removal_runs_on_the_leader_only(ready: CharmKit):
     with pytest.raises(testing.ActionFailed, match="leader"):
         ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
     ready.kube.patch.assert_not_called()
+
+
+def test_prepare_removal_retries_a_conflicting_patch_on_a_fresh_read(ready: CharmKit):
+    # GIVEN a tenant whose first patch meets a concurrent change (409)
+    stale = tenant("a", [contract.AITENANT_FINALIZER])
+    fresh = tenant("a", ["example.com/new", contract.AITENANT_FINALIZER], resource_version="8")
+    cluster_with(ready.kube, AITenant=[stale])
+    ready.kube.patch.side_effect = [api_error(409, "the object has been modified"), fresh]
+    ready.kube.get.side_effect = None
+    ready.kube.get.return_value = fresh
+    # WHEN the action runs
+    output = ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
+    # THEN the second patch works from the fresh copy, keeping the newcomer's finalizer
+    assert output.results["aitenants"] == "ai-tenants/a"
+    last = ready.kube.patch.call_args_list[-1]
+    assert last.args[2] == {"metadata": {"finalizers": ["example.com/new"], "resourceVersion": "8"}}
