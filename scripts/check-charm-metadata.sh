@@ -1,10 +1,12 @@
 #!/usr/bin/env bash
 # Validate charmcraft.yaml + metadata.yaml (and rockcraft.yaml) before packing.
 #
-# With charmcraft available, `charmcraft expand-extensions` loads both files through
-# charmcraft's own project model, which is the real validation. Without it (CI images and
-# dev machines rarely have the snap), a Python check parses the YAML and verifies the keys
-# the charm code relies on: container, resource, relations, config options and their types.
+# Two checks, both always run when available:
+# - `charmcraft expand-extensions` (when charmcraft is installed) loads charmcraft.yaml through
+#   charmcraft's project model; it does not look inside metadata.yaml.
+# - our own check (always): parses the three files, refuses unknown keys in metadata.yaml
+#   (a typo such as `interfce:` or `requirs:` fails) and verifies the keys the charm code
+#   relies on: container, resource, relations, actions, config options and their types.
 #
 #   scripts/check-charm-metadata.sh            # from anywhere inside the repository
 set -euo pipefail
@@ -32,11 +34,10 @@ fi
 if ((${#charmcraft_cmd[@]})); then
     log "validating with ${charmcraft_cmd[*]} expand-extensions"
     "${charmcraft_cmd[@]}" expand-extensions >/dev/null
-    log "charmcraft accepted charmcraft.yaml and metadata.yaml"
-    exit 0
+    log "charmcraft accepted charmcraft.yaml"
 fi
 
-log "charmcraft not available; checking the YAML with Python"
+log "checking charmcraft.yaml, metadata.yaml and rockcraft.yaml with Python"
 exec "${PY[@]}" - <<'PYTHON'
 import sys
 from pathlib import Path
@@ -118,6 +119,50 @@ for option, (kind, default) in expected_options.items():
 for option in set(options) - set(expected_options):
     errors.append(f"charmcraft.yaml: unexpected config option {option}")
 
+# metadata.yaml: only the keys Juju knows, at every level we use (catches typos).
+METADATA_KEYS = {
+    "name", "display-name", "summary", "description", "website", "source", "issues",
+    "docs", "contact", "maintainers", "terms", "assumes", "containers", "resources",
+    "requires", "provides", "peers", "storage", "devices", "extra-bindings", "subordinate",
+    "charm-user",
+}
+RELATION_KEYS = {"interface", "limit", "optional", "scope", "description"}
+CONTAINER_KEYS = {"resource", "mounts", "bases", "uid", "gid"}
+RESOURCE_KEYS = {"type", "description", "filename", "upstream-source"}
+
+
+def unknown(where: str, mapping: object, allowed: set[str]) -> None:
+    if not isinstance(mapping, dict):
+        errors.append(f"metadata.yaml: {where} must be a mapping")
+        return
+    for key in sorted(set(mapping) - allowed):
+        errors.append(f"metadata.yaml: unknown key {key!r} in {where}")
+
+
+unknown("the top level", metadata, METADATA_KEYS)
+for section in ("requires", "provides", "peers"):
+    for relation, spec in (metadata.get(section) or {}).items():
+        unknown(f"{section}.{relation}", spec, RELATION_KEYS)
+        if isinstance(spec, dict) and not spec.get("interface"):
+            errors.append(f"metadata.yaml: {section}.{relation} has no interface")
+for container, spec in (metadata.get("containers") or {}).items():
+    unknown(f"containers.{container}", spec, CONTAINER_KEYS)
+for resource, spec in (metadata.get("resources") or {}).items():
+    unknown(f"resources.{resource}", spec, RESOURCE_KEYS)
+
+# charmcraft.yaml: known top-level keys and option fields (charmcraft checks more when present).
+CHARMCRAFT_KEYS = {
+    "type", "base", "bases", "build-base", "platforms", "parts", "config", "actions",
+    "charm-libs", "charmhub", "links", "title", "license", "analysis", "extensions",
+}
+for key in sorted(set(charmcraft) - CHARMCRAFT_KEYS - {"name", "summary", "description",
+                                                        "containers", "requires", "resources"}):
+    errors.append(f"charmcraft.yaml: unknown key {key!r} at the top level")
+for option, spec in options.items():
+    if isinstance(spec, dict):
+        for key in sorted(set(spec) - {"type", "default", "description"}):
+            errors.append(f"charmcraft.yaml: unknown key {key!r} in config option {option}")
+
 # metadata.yaml: identity, container, resource, relations.
 need("metadata.yaml", metadata, "name", "aitenant-k8s")
 for key in ("summary", "description"):
@@ -135,6 +180,16 @@ for relation, interface in (
 ):
     need("metadata.yaml", metadata, f"requires.{relation}.interface", interface)
     need("metadata.yaml", metadata, f"requires.{relation}.limit", 1)
+for dotted, interface in (
+    ("requires.logging", "loki_push_api"),
+    ("provides.metrics-endpoint", "prometheus_scrape"),
+    ("provides.grafana-dashboard", "grafana_dashboard"),
+):
+    need("metadata.yaml", metadata, f"{dotted}.interface", interface)
+    need("metadata.yaml", metadata, f"{dotted}.optional", True)
+
+# charmcraft.yaml: the teardown action.
+need("charmcraft.yaml", charmcraft, "actions.prepare-removal.description", kind=str)
 
 # rockcraft.yaml: the controller image.
 need("rockcraft.yaml", rock, "base", "ubuntu@24.04")

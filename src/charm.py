@@ -3,15 +3,19 @@
 
 Every event that matters goes to one level-based ``_reconcile``; only the collect-status
 handler decides the unit's status. Pure builders live in ``charm_*`` modules: configuration
-(``charm_config``), flags (``charm_flags``), cluster objects (``charm_manifests``) and the
-internal CA (``charm_pki``).
+(``charm_config``), flags (``charm_flags``), cluster objects (``charm_manifests``), the
+internal CA (``charm_pki``) and the COS relation databags (``charm_cos``).
 """
 
 from __future__ import annotations
 
+import base64
 import datetime
 import logging
 import shlex
+import socket
+import ssl
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
@@ -30,8 +34,10 @@ from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+from lightkube.types import PatchType
 from pydantic import ValidationError
 
+import charm_cos
 import charm_manifests
 import charm_pki
 from aitenant import contract
@@ -57,6 +63,10 @@ LAYER: Final = "aitenant-controller"
 GATEWAY_RELATION: Final = "gateway"
 MAAS_API_RELATION: Final = "maas-api"
 CERTIFICATES_RELATION: Final = "certificates"
+METRICS_RELATION: Final = "metrics-endpoint"
+DASHBOARD_RELATION: Final = "grafana-dashboard"
+LOGGING_RELATION: Final = "logging"
+PREPARE_REMOVAL_ACTION: Final = "prepare-removal"
 # Server-side apply owner of everything the charm writes to the cluster (never the
 # controller's own field manager, so the two never fight over fields).
 FIELD_MANAGER: Final = "aitenant-k8s"
@@ -78,8 +88,16 @@ WORKLOAD_UID: Final = 584792
 # certificate issued from it when no `certificates` relation exists.
 INTERNAL_CA_LABEL: Final = "internal-ca"
 WEBHOOK_CERT_LABEL: Final = "webhook-fallback-cert"
-# The controller's CRD, read only to show the number of tenants in the status.
+# The controller's CRDs: AITenants are counted for the status line; the prepare-removal
+# action releases our finalizers from both kinds.
 AITENANT = create_namespaced_resource(contract.GROUP, contract.VERSION, "AITenant", "aitenants")
+MAAS_TENANT_CONFIG = create_namespaced_resource(
+    contract.GROUP, contract.VERSION, "MaasTenantConfig", "maastenantconfigs"
+)
+# After a webhook CA switch, how long the leader waits in the hook for the controller to
+# serve the new certificate (it polls its certificate files every 10 s) before dropping the
+# old CA from caBundle. If it is not served by then, the old CA stays until a later event.
+WEBHOOK_SETTLE_SECONDS: Final = 30.0
 
 
 @dataclass(frozen=True)
@@ -99,14 +117,26 @@ class WebhookTLS:
     ca_bundle_pem: str
 
 
+@dataclass(frozen=True)
+class OtherDeployment:
+    """Another deployment of this charm that already owns the cluster-scoped objects."""
+
+    model: str
+    binding: str
+
+
 class AITenantCharm(ops.CharmBase):
     """Deploy and configure the AITenant controller; wire it to MaaS API and the gateway."""
 
+    _stored = ops.StoredState()
+
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
+        self._stored.set_default(removal_prepared=False)
         self._client: Client | None = None
         self._api_access: ApiAccess | None = None
         self._cluster_error = ""
+        self._other: OtherDeployment | None = None
 
         self.gateway = GatewayMetadataRequirer(self, relation_name=GATEWAY_RELATION)
         self.maas_api = MaasApiRequirer(self, relation_name=MAAS_API_RELATION)
@@ -137,9 +167,15 @@ class AITenantCharm(ops.CharmBase):
             self.maas_api.on.maas_api_changed,
             self.maas_api.on.maas_api_broken,
             self.certificates.on.certificate_available,
+            self.on[METRICS_RELATION].relation_joined,
+            self.on[DASHBOARD_RELATION].relation_joined,
+            self.on[LOGGING_RELATION].relation_changed,
+            self.on[LOGGING_RELATION].relation_departed,
+            self.on[LOGGING_RELATION].relation_broken,
         ):
             framework.observe(event, self._reconcile)
         framework.observe(self.on.remove, self._on_remove)
+        framework.observe(self.on[PREPARE_REMOVAL_ACTION].action, self._on_prepare_removal)
         framework.observe(self.on.collect_unit_status, self._on_collect_status)
 
     # --- Reconcile ----------------------------------------------------------------------
@@ -158,12 +194,28 @@ class AITenantCharm(ops.CharmBase):
         5. Leader: apply the ValidatingWebhookConfiguration with the serving CA as caBundle.
         6. Wait for the container; write the webhook certificate/key and the maas-api CA.
         7. Build the Pebble layer from config and relations; replan only if it changed.
+        Before anything: publish the COS databags (they need no cluster access). After the
+        trust check, a deployment prepared for removal, or a second deployment on a cluster
+        another model already serves, keeps its controller stopped and writes nothing.
         """
+        self._reconcile_cos()
         # 1.
         self._api_access = None
         self._cluster_error = ""
         if not self._check_api_access().trusted:
             logger.info("Kubernetes API not usable yet: %s", self._check_api_access().error)
+            return
+        if self._stored.removal_prepared:
+            self._stop_controller()
+            return
+        try:
+            self._other = self._other_deployment()
+        except ApiError as exc:
+            self._cluster_error = f"{exc.status.code} {exc.status.message}"
+            return
+        if self._other is not None:
+            logger.warning("model %s already runs this charm on the cluster", self._other.model)
+            self._stop_controller()
             return
         is_leader = self.unit.is_leader()
         now = datetime.datetime.now(datetime.UTC)
@@ -180,8 +232,9 @@ class AITenantCharm(ops.CharmBase):
                     self._reconcile_fallback_webhook_cert(now)
             tls = self._webhook_tls()
             # 5.
+            overlapping = False
             if is_leader and tls is not None:
-                self._reconcile_webhook_configuration(tls)
+                overlapping = self._reconcile_webhook_configuration(tls)
         except ApiError as exc:
             # A 409/422/429/5xx: record it for the status ladder, retry on the next event.
             self._cluster_error = f"{exc.status.code} {exc.status.message}"
@@ -194,6 +247,8 @@ class AITenantCharm(ops.CharmBase):
             return
         if tls is not None:
             self._reconcile_webhook_files(container, tls)
+            if overlapping:
+                self._settle_webhook_trust(tls)
         ca = self._internal_ca()
         if ca is not None:
             self._reconcile_ca_files(container, ca)
@@ -202,7 +257,173 @@ class AITenantCharm(ops.CharmBase):
         if inputs is None or tls is None or ca is None:
             logger.info("controller inputs incomplete; service not planned")
             return
-        self._reconcile_pebble(container, self._construct_layer(inputs, ca_cert_pem=ca.cert_pem))
+        targets = self._log_targets(container)
+        layer = self._construct_layer(inputs, log_targets=targets)
+        self._reconcile_pebble(container, layer)
+
+    # --- COS ------------------------------------------------------------------------------
+
+    def _topology(self) -> charm_cos.Topology:
+        return charm_cos.Topology(
+            model=self.model.name,
+            model_uuid=self.model.uuid,
+            application=self.app.name,
+            unit=self.unit.name,
+            charm_name=self.meta.name,
+        )
+
+    def _reconcile_cos(self) -> None:
+        """Publish the scrape job, alert rules and dashboard (leader), and this unit's address.
+
+        Writes only what differs, so an unchanged charm leaves the databags untouched.
+        """
+        topology = self._topology()
+        address = charm_cos.unit_address(self.unit.name, self.app.name, self.model.name)
+        for relation in self.model.relations[METRICS_RELATION]:
+            _update_databag(
+                relation.data[self.unit], charm_cos.scrape_unit_data(self.unit.name, address)
+            )
+            if self.unit.is_leader():
+                rules = charm_cos.load_alert_rules(topology)
+                data = charm_cos.scrape_app_data(topology, port=METRICS_PORT, alert_rules=rules)
+                _update_databag(relation.data[self.app], data)
+        if self.unit.is_leader():
+            for relation in self.model.relations[DASHBOARD_RELATION]:
+                data = charm_cos.dashboard_app_data(topology, charm_cos.load_dashboards())
+                _update_databag(relation.data[self.app], data)
+
+    def _log_targets(self, container: ops.Container) -> dict[str, dict[str, Any]]:
+        """Pebble log targets for every Loki unit on `logging` (none without the relation)."""
+        bags: dict[str, Mapping[str, str]] = {}
+        for relation in self.model.relations[LOGGING_RELATION]:
+            for unit in relation.units:
+                bags[unit.name] = relation.data[unit]
+        current = {
+            name: target.location or "" for name, target in container.get_plan().log_targets.items()
+        }
+        return charm_cos.log_targets(
+            charm_cos.loki_endpoints(bags), self._topology(), current=current
+        )
+
+    # --- One deployment per cluster, and removal --------------------------------------------
+
+    def _other_deployment(self) -> OtherDeployment | None:
+        """Another model's deployment that bound the controller's ClusterRole before us.
+
+        Every deployment binds the controller's ClusterRole to its service account with a
+        ClusterRoleBinding labelled as ours; the service account's namespace is the model.
+        The oldest binding wins, so the first deployment keeps running and a later one stops.
+        """
+        ours = self._cluster_scoped_name
+        bindings = list(
+            self._kube.list(ClusterRoleBinding, labels=dict(charm_manifests.MANAGED_BY_LABEL))
+        )
+        mine = next((b for b in bindings if b.metadata and b.metadata.name == ours), None)
+        mine_created = mine.metadata.creationTimestamp if mine and mine.metadata else None
+        for binding in bindings:
+            if binding is mine or binding.metadata is None:
+                continue
+            if binding.roleRef.name != charm_manifests.CONTROLLER_CLUSTER_ROLE:
+                continue
+            created = binding.metadata.creationTimestamp
+            if mine_created is not None and created is not None and created >= mine_created:
+                continue
+            namespaces = [s.namespace for s in binding.subjects or [] if s.namespace]
+            model = namespaces[0] if namespaces else "unknown"
+            return OtherDeployment(model=model, binding=binding.metadata.name or "")
+        return None
+
+    def _stop_controller(self) -> None:
+        container = self.unit.get_container(CONTAINER)
+        if not container.can_connect():
+            return
+        if SERVICE in container.get_plan().services:
+            service = container.get_services(SERVICE).get(SERVICE)
+            if service is not None and service.is_running():
+                container.stop(SERVICE)
+                logger.info("controller stopped")
+
+    def _on_prepare_removal(self, event: ops.ActionEvent) -> None:
+        """Stop the controller and release our finalizers so nothing hangs after removal.
+
+        Nothing is revoked or deleted: tenants, their namespaces and platforms stay; only
+        the finalizers the controller would have handled are removed, and the webhook
+        configuration goes (no unit will serve it).
+        """
+        if not self.unit.is_leader():
+            event.fail("run this action on the leader unit")
+            return
+        if self.app.planned_units() > 1:
+            event.fail(
+                f"scale to one unit first: juju scale-application {self.app.name} 1 "
+                "(another unit would restart the controller and add the finalizers back)"
+            )
+            return
+        if not self._check_api_access().trusted:
+            event.fail(f"Kubernetes API not usable: {self._check_api_access().error or 'trust'}")
+            return
+        self._stored.removal_prepared = True
+        self._stop_controller()
+        try:
+            self._delete_cluster_scoped(ValidatingWebhookConfiguration)
+            tenants = self._release_finalizers(AITENANT, contract.AITENANT_FINALIZER)
+            configs = self._release_finalizers(MAAS_TENANT_CONFIG, contract.TENANT_CONFIG_FINALIZER)
+        except ApiError as exc:
+            event.fail(f"releasing finalizers failed: {exc.status.code} {exc.status.message}")
+            return
+        event.set_results(
+            {
+                "aitenants": " ".join(tenants) or "none",
+                "maastenantconfigs": " ".join(configs) or "none",
+                "released": str(len(tenants) + len(configs)),
+            }
+        )
+        event.log(f"released {len(tenants)} AITenant(s) and {len(configs)} MaasTenantConfig(s)")
+
+    def _release_finalizers(self, res: Any, finalizer: str) -> list[str]:
+        """Remove ``finalizer`` from every object of ``res``; ``namespace/name`` of each."""
+        released: list[str] = []
+        for obj in self._kube.list(res, namespace="*"):
+            meta = obj.metadata
+            if meta is None or finalizer not in (meta.finalizers or []):
+                continue
+            if self._drop_finalizer(res, obj, finalizer):
+                released.append(f"{meta.namespace}/{meta.name}")
+        return released
+
+    def _drop_finalizer(self, res: Any, obj: Any, finalizer: str, attempts: int = 5) -> bool:
+        """Patch ``finalizer`` out of ``obj``; on a conflict, re-read and try again.
+
+        resourceVersion makes the patch fail on a concurrent change (a status write, another
+        finalizer) instead of dropping someone else's finalizer.
+        """
+        for attempt in range(attempts):
+            meta = obj.metadata
+            finalizers = list(meta.finalizers or [])
+            if finalizer not in finalizers:
+                return False
+            remaining = [f for f in finalizers if f != finalizer]
+            patch = {"metadata": {"finalizers": remaining, "resourceVersion": meta.resourceVersion}}
+            try:
+                self._kube.patch(
+                    res, meta.name, patch, namespace=meta.namespace, patch_type=PatchType.MERGE
+                )
+                return True
+            except ApiError as exc:
+                if exc.status.code == 404:
+                    return False
+                if exc.status.code != 409 or attempt == attempts - 1:
+                    raise
+            obj = self._kube.get(res, meta.name, namespace=meta.namespace)
+        return False
+
+    def _delete_cluster_scoped(self, kind: Any) -> None:
+        name = self._cluster_scoped_name
+        try:
+            self._kube.delete(kind, name)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
 
     def _reconcile_cluster_objects(self) -> None:
         crds = charm_manifests.load_crds()
@@ -235,15 +456,47 @@ class AITenantCharm(ops.CharmBase):
             logger.info("issuing the webhook certificate from the internal CA")
             self._write_secret(secret, WEBHOOK_CERT_LABEL, new)
 
-    def _reconcile_webhook_configuration(self, tls: WebhookTLS) -> None:
+    def _reconcile_webhook_configuration(self, tls: WebhookTLS) -> bool:
+        """Publish the CA bundle the API server needs to trust what the webhook serves.
+
+        While the workload still serves a certificate from another CA (a switch of the
+        `certificates` relation, or a CA rotation, before the controller reloaded its files),
+        the CAs already published stay next to the new one, so no admission is refused in
+        between. Returns True while the bundle holds such old CAs.
+        """
+        published = self._published_ca_bundle()
+        bundle = tls.ca_bundle_pem
+        switching = published and published.strip() != tls.ca_bundle_pem.strip()
+        if switching and not self._workload_serves(tls):
+            now = datetime.datetime.now(datetime.UTC)
+            bundle = charm_pki.merge_bundles(tls.ca_bundle_pem, published, now=now)
+        self._apply_webhook_configuration(bundle)
+        return bundle != tls.ca_bundle_pem
+
+    def _apply_webhook_configuration(self, ca_bundle_pem: str) -> None:
         webhook = charm_manifests.construct_webhook_configuration(
             name=self._cluster_scoped_name,
-            ca_bundle_pem=tls.ca_bundle_pem.encode(),
+            ca_bundle_pem=ca_bundle_pem.encode(),
             service_name=self.app.name,
             service_namespace=self.model.name,
             port=WEBHOOK_PORT,
         )
         self._kube.apply(webhook, force=True)
+
+    def _settle_webhook_trust(self, tls: WebhookTLS) -> None:
+        """Wait (bounded) for the workload to serve the new certificate; then drop old CAs."""
+        deadline = time.monotonic() + WEBHOOK_SETTLE_SECONDS
+        while not self._workload_serves(tls):
+            if time.monotonic() >= deadline:
+                logger.info("webhook still serves the previous certificate; old CA kept")
+                return
+            time.sleep(1)
+        try:
+            self._apply_webhook_configuration(tls.ca_bundle_pem)
+        except ApiError as exc:
+            logger.warning("could not drop the previous webhook CA yet: %s", exc)
+            return
+        logger.info("webhook serves the new certificate; previous CA dropped from caBundle")
 
     def _reconcile_webhook_files(self, container: ops.Container, tls: WebhookTLS) -> None:
         _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.crt", tls.cert_pem, 0o644)
@@ -255,18 +508,25 @@ class AITenantCharm(ops.CharmBase):
 
     def _reconcile_pebble(self, container: ops.Container, layer: ops.pebble.Layer) -> None:
         plan = container.get_plan()
-        if _same_definitions(plan.services, layer.services) and _same_definitions(
-            plan.checks, layer.checks
+        if (
+            _same_definitions(plan.services, layer.services)
+            and _same_definitions(plan.checks, layer.checks)
+            and _same_definitions(plan.log_targets, layer.log_targets)
         ):
             return
         container.add_layer(LAYER, layer, combine=True)
         container.replan()
         logger.info("controller (re)planned")
 
-    def _construct_layer(self, inputs: ControllerInputs, *, ca_cert_pem: str) -> ops.pebble.Layer:
+    def _construct_layer(
+        self,
+        inputs: ControllerInputs,
+        *,
+        log_targets: Mapping[str, Mapping[str, Any]] | None = None,
+    ) -> ops.pebble.Layer:
         """The Pebble layer that runs the controller. Pure: no I/O."""
         health = f"http://localhost:{inputs.ports.health}"
-        return ops.pebble.Layer(
+        layer = ops.pebble.Layer(
             {
                 "summary": "AITenant controller",
                 "services": {
@@ -277,12 +537,10 @@ class AITenantCharm(ops.CharmBase):
                         "startup": "enabled",
                         "user-id": WORKLOAD_UID,
                         "group-id": WORKLOAD_UID,
-                        "environment": {
-                            "POD_NAMESPACE": self.model.name,
-                            # The controller loads its signing CA at start: a rotated CA
-                            # changes this value, so the layer changes and Pebble restarts it.
-                            "AITENANT_CHARM_CA_SHA256": charm_pki.fingerprint(ca_cert_pem),
-                        },
+                        # No fingerprint of the CA here: the controller re-reads its CA
+                        # files and webhook certificate when they change, so a rotation
+                        # never restarts it (a restart would refuse admissions meanwhile).
+                        "environment": {"POD_NAMESPACE": self.model.name},
                         "on-check-failure": {"alive": "restart"},
                     }
                 },
@@ -304,6 +562,9 @@ class AITenantCharm(ops.CharmBase):
                 },
             }
         )
+        for name, target in (log_targets or {}).items():
+            layer.log_targets[name] = ops.pebble.LogTarget(name, dict(target))  # pyright: ignore[reportArgumentType]
+        return layer
 
     # --- Remove -------------------------------------------------------------------------
 
@@ -318,13 +579,20 @@ class AITenantCharm(ops.CharmBase):
             return
         if not self._check_api_access().trusted:
             return
+        if self._other_deployment_safe() is not None:
+            return  # the objects named like ours were never ours to delete
         name = self._cluster_scoped_name
         for kind in (ValidatingWebhookConfiguration, ClusterRoleBinding):
             try:
-                self._kube.delete(kind, name)
+                self._delete_cluster_scoped(kind)
             except ApiError as exc:
-                if exc.status.code != 404:
-                    logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
+                logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
+
+    def _other_deployment_safe(self) -> OtherDeployment | None:
+        try:
+            return self._other_deployment()
+        except ApiError:
+            return None
 
     # --- Status -------------------------------------------------------------------------
 
@@ -338,6 +606,16 @@ class AITenantCharm(ops.CharmBase):
             if not access.error:
                 return ops.BlockedStatus(f"run `juju trust {self.app.name} --scope=cluster`")
             return ops.WaitingStatus(f"Kubernetes API not reachable: {access.error}")
+        if self._stored.removal_prepared:
+            return ops.BlockedStatus(
+                "prepared for removal: controller stopped, finalizers released; "
+                f"run `juju remove-application {self.app.name}`"
+            )
+        if self._other is not None:
+            return ops.BlockedStatus(
+                f"model {self._other.model!r} already runs this charm on the cluster "
+                f"(ClusterRoleBinding {self._other.binding}); one deployment per cluster"
+            )
         try:
             config = self.load_config(CharmConfig)
         except ValidationError as exc:
@@ -416,10 +694,28 @@ class AITenantCharm(ops.CharmBase):
     def _count_tenants(self) -> int | None:
         """AITenants in the cluster, for the status line; None when the API will not say."""
         try:
-            return sum(1 for _ in self._kube.list(AITENANT, namespace="*"))
-        except (ApiError, httpx2.HTTPError, OSError) as exc:
+            return count_objects(self._kube, AITENANT)
+        except (ApiError, httpx2.HTTPError, OSError, ValueError) as exc:
             logger.debug("could not count AITenants: %s", exc)
             return None
+
+    def _published_ca_bundle(self) -> str:
+        """The caBundle (PEM) of our webhook configuration in the cluster; "" if none."""
+        try:
+            current = self._kube.get(ValidatingWebhookConfiguration, self._cluster_scoped_name)
+        except ApiError as exc:
+            if exc.status.code == 404:
+                return ""
+            raise
+        for webhook in current.webhooks or []:
+            if webhook.clientConfig.caBundle:
+                return base64.b64decode(webhook.clientConfig.caBundle).decode()
+        return ""
+
+    def _workload_serves(self, tls: WebhookTLS) -> bool:
+        """True when this unit's webhook port presents the certificate in ``tls``."""
+        served = served_certificate("127.0.0.1", WEBHOOK_PORT)
+        return served is not None and charm_pki.same_certificate(served, tls.cert_pem)
 
     def _read_secret(self, label: str) -> tuple[ops.Secret | None, dict[str, str]]:
         try:
@@ -488,6 +784,44 @@ class AITenantCharm(ops.CharmBase):
             ),
             ports=Ports(webhook=WEBHOOK_PORT, health=HEALTH_PORT, metrics=METRICS_PORT),
         )
+
+
+def count_objects(client: Client, res: Any, namespace: str = "*") -> int:
+    """Count objects with one single-item list: the first item plus remainingItemCount.
+
+    lightkube's ``list`` pages through every object; this asks for one and reads the count
+    the API server returns with the continue token.
+    """
+    generic = client._client  # lightkube exposes no list metadata; its request API does
+    request = generic.prepare_request("list", res=res, namespace=namespace, params={"limit": 1})
+    response = generic.send(generic.build_adapter_request(request))
+    generic.raise_for_status(response)
+    body = response.json()
+    remaining = (body.get("metadata") or {}).get("remainingItemCount") or 0
+    return len(body.get("items") or []) + int(remaining)
+
+
+def served_certificate(host: str, port: int, timeout: float = 2.0) -> str | None:
+    """The PEM certificate a TLS server presents (not verified), or None if unreachable."""
+    context = ssl.create_default_context()
+    context.check_hostname = False
+    context.verify_mode = ssl.CERT_NONE
+    try:
+        with (
+            socket.create_connection((host, port), timeout=timeout) as raw,
+            context.wrap_socket(raw) as tls,
+        ):
+            der = tls.getpeercert(binary_form=True)
+    except OSError:
+        return None
+    return ssl.DER_cert_to_PEM_cert(der) if der else None
+
+
+def _update_databag(databag: Any, data: Mapping[str, str]) -> None:
+    """Write the keys whose value differs (Juju sees no change when nothing does)."""
+    for key, value in data.items():
+        if databag.get(key) != value:
+            databag[key] = value
 
 
 def _join_pem(pems: list[str]) -> str:

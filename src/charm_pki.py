@@ -210,6 +210,37 @@ def dns_names(cert_pem: str) -> list[str]:
     return ext.value.get_values_for_type(x509.DNSName)
 
 
+def split_pem(bundle: str) -> list[str]:
+    """The certificates of a PEM bundle, each as one PEM block."""
+    end = "-----END CERTIFICATE-----"
+    return [block.strip() + "\n" + end + "\n" for block in bundle.split(end)[:-1] if block.strip()]
+
+
+def same_certificate(a_pem: str, b_pem: str) -> bool:
+    """True when the first certificates of two PEM strings are the same certificate."""
+    try:
+        return fingerprint(a_pem) == fingerprint(b_pem)
+    except ValueError:
+        return False
+
+
+def merge_bundles(new: str, old: str, *, now: datetime.datetime) -> str:
+    """``new`` followed by each certificate of ``old`` not in it and not expired."""
+    seen: set[str] = set()
+    merged: list[str] = []
+    for index, pem in enumerate([*split_pem(new), *split_pem(old)]):
+        try:
+            key = fingerprint(pem)
+        except ValueError:
+            continue
+        from_old = index >= len(split_pem(new))
+        if key in seen or (from_old and is_expired(pem, now=now)):
+            continue
+        seen.add(key)
+        merged.append(pem.strip() + "\n")
+    return "".join(merged)
+
+
 def fingerprint(cert_pem: str) -> str:
     """SHA-256 of the DER certificate, hex: a short, stable identity for a PEM."""
     return hashlib.sha256(

@@ -148,6 +148,16 @@ class App:
 
 def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     tenants = Informer(client, AITenant)
+    metrics.track_phases(
+        tenants.list,
+        phases=(
+            contract.PHASE_PENDING,
+            contract.PHASE_ACTIVE,
+            contract.PHASE_FAILED,
+            contract.PHASE_TERMINATING,
+        ),
+        steady=contract.PHASE_ACTIVE,
+    )
     tenants.add_index(
         GATEWAY_INDEX,
         lambda o: [gateway_index_key(*naming.gateway_ref_for(o, settings.gateway_namespace))],

@@ -6,9 +6,13 @@ collide on the global default registry.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import datetime
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 RESULTS = ("success", "requeue", "error")
 
@@ -16,6 +20,7 @@ RESULTS = ("success", "requeue", "error")
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._phases: PhaseCollector | None = None
         self.reconcile_total = Counter(
             "aitenant_reconcile_total",
             "Reconciles by controller and result.",
@@ -58,6 +63,20 @@ class Metrics:
             registry=self.registry,
         )
 
+    def track_phases(
+        self,
+        objects: Callable[[], Iterable[Mapping[str, Any]]],
+        *,
+        phases: Iterable[str],
+        steady: str,
+    ) -> None:
+        """Export ``aitenant_tenants{phase}`` and the longest time any object spent outside
+        ``steady``, computed from ``objects`` (an informer's list) at each scrape."""
+        if self._phases is not None:  # a rebuilt app (tests restart one) replaces the source
+            self.registry.unregister(self._phases)
+        self._phases = PhaseCollector(objects, tuple(phases), steady)
+        self.registry.register(self._phases)
+
     def init_controller(self, name: str) -> None:
         for result in RESULTS:
             self.reconcile_total.labels(name, result)
@@ -80,3 +99,71 @@ class Metrics:
 
 
 WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
+
+
+def _parse_time(value: object) -> datetime.datetime | None:
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        return datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return None
+
+
+def left_steady_at(obj: Mapping[str, Any], steady: str) -> datetime.datetime | None:
+    """When the object left phase ``steady``: None while it is in it.
+
+    The Ready condition's lastTransitionTime marks the change; an object that never had one
+    (never reconciled) counts from its creation.
+    """
+    status = obj.get("status") or {}
+    if status.get("phase") == steady:
+        return None
+    for condition in status.get("conditions") or []:
+        if condition.get("type") == "Ready":
+            since = _parse_time(condition.get("lastTransitionTime"))
+            if since is not None:
+                return since
+    return _parse_time((obj.get("metadata") or {}).get("creationTimestamp"))
+
+
+class PhaseCollector(Collector):
+    """Objects by ``status.phase``, every phase zero-initialised, and the longest time any
+    object has been outside the steady phase (0 when all are in it)."""
+
+    def __init__(
+        self,
+        objects: Callable[[], Iterable[Mapping[str, Any]]],
+        phases: tuple[str, ...],
+        steady: str,
+        now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
+    ) -> None:
+        self._objects = objects
+        self._phases = phases
+        self._steady = steady
+        self._now = now
+
+    def collect(self) -> Iterator[Metric]:
+        counts = dict.fromkeys(self._phases, 0)
+        now = self._now()
+        longest = 0.0
+        for obj in self._objects():
+            phase = (obj.get("status") or {}).get("phase") or "Unknown"
+            counts[phase] = counts.get(phase, 0) + 1
+            since = left_steady_at(obj, self._steady)
+            if since is not None:
+                longest = max(longest, (now - since).total_seconds())
+        by_phase = GaugeMetricFamily(
+            "aitenant_tenants", "AITenants by status.phase.", labels=["phase"]
+        )
+        for phase, count in counts.items():
+            by_phase.add_metric([phase], count)
+        yield by_phase
+        yield GaugeMetricFamily(
+            "aitenant_tenants_outside_active_longest_seconds",
+            "Longest time any AITenant has been outside Active (0 when all are Active).",
+            value=longest,
+        )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())

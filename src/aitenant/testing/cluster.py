@@ -66,6 +66,9 @@ class LocalCluster:
 
     extra_users: list[User] = field(default_factory=list)
     audit: bool = False
+    # Resolve a Service-referenced webhook through the Service's Endpoints (as with a
+    # cluster network) instead of its cluster IP, which nothing routes on this machine.
+    aggregator_routing: bool = False
     workdir: Path | None = None
     api_port: int = 0
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -184,6 +187,8 @@ class LocalCluster:
             "-v",
             "0",
         ]
+        if self.aggregator_routing:
+            api_args.append("--enable-aggregator-routing=true")
         if self.audit:
             policy = work / "audit-policy.yaml"
             policy.write_text(

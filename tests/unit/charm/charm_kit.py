@@ -47,6 +47,18 @@ def api_error(code: int, message: str = "boom") -> ApiError:
     return ApiError(request=request, response=httpx2.Response(code, json=body, request=request))
 
 
+def set_tenant_count(kube: MagicMock, *, items: int, remaining: int | None) -> None:
+    """Answer the charm's single-item AITenant list: ``items`` items, ``remaining`` more."""
+    body: dict[str, Any] = {
+        "kind": "AITenantList",
+        "metadata": {} if remaining is None else {"remainingItemCount": remaining},
+        "items": [{"metadata": {"name": f"t{i}"}} for i in range(items)],
+    }
+    request = httpx2.Request("GET", "https://kubernetes.default.svc/apis")
+    kube._client.send.return_value = httpx2.Response(200, json=body, request=request)
+    kube._client.raise_for_status.return_value = None
+
+
 def maas_api_databag(data: MaasApiAppData = DEFAULT_MAAS_API) -> dict[str, str]:
     bag: dict[str, str] = {}
     data.dump(bag)

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from unittest.mock import MagicMock, patch
 
 import pytest
-from charm_kit import APP, MODEL, CharmKit
+from charm_kit import APP, MODEL, CharmKit, api_error, set_tenant_count
 from ops import testing
 
 import charm
@@ -16,12 +16,26 @@ from charm import AITenantCharm
 
 @pytest.fixture
 def kube() -> Iterator[MagicMock]:
-    """The lightkube Client the charm constructs: a trusted, empty cluster by default."""
+    """The lightkube Client the charm constructs: a trusted, empty cluster by default.
+
+    ``_client`` is lightkube's request layer, which the charm uses for the single-item list
+    that counts tenants; ``set_tenant_count`` arranges its answer.
+    """
     with patch.object(charm, "Client", autospec=True) as client_class:
         client = client_class.return_value
         client.list.side_effect = lambda *args, **kwargs: iter([])  # pyright: ignore[reportUnknownLambdaType]
         client.apply.side_effect = lambda obj, *args, **kwargs: obj  # pyright: ignore[reportUnknownLambdaType]
+        client.get.side_effect = api_error(404, "not found")
+        client._client = MagicMock()
+        set_tenant_count(client, items=0, remaining=None)
         yield client
+
+
+@pytest.fixture(autouse=True)
+def served() -> Iterator[MagicMock]:
+    """What the unit's webhook port serves: nothing by default (no workload in unit tests)."""
+    with patch.object(charm, "served_certificate", return_value=None) as probe:
+        yield probe
 
 
 @pytest.fixture

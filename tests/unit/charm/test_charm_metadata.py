@@ -48,9 +48,18 @@ def test_relation_names_and_interfaces(metadata: dict[str, Any]):
         charm.GATEWAY_RELATION: "gateway_metadata",
         charm.MAAS_API_RELATION: maas_api.INTERFACE_NAME,
         charm.CERTIFICATES_RELATION: "tls-certificates",
+        charm.LOGGING_RELATION: "loki_push_api",
     }
     assert {name: requires[name]["interface"] for name in requires} == expected
-    assert all(requires[name]["limit"] == 1 for name in requires)
+    assert all(requires[name]["limit"] == 1 for name in expected if name != charm.LOGGING_RELATION)
+    provides = metadata["provides"]
+    assert {name: provides[name]["interface"] for name in provides} == {
+        charm.METRICS_RELATION: "prometheus_scrape",
+        charm.DASHBOARD_RELATION: "grafana_dashboard",
+    }
+    # Every COS relation is optional: the charm runs without COS.
+    assert all(provides[name]["optional"] for name in provides)
+    assert requires[charm.LOGGING_RELATION]["optional"] is True
     assert maas_api.DEFAULT_RELATION_NAME == charm.MAAS_API_RELATION
 
 

@@ -7,7 +7,8 @@ from unittest.mock import MagicMock
 
 import ops
 import pytest
-from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
+from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error, set_tenant_count
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 import charm
 
@@ -27,8 +28,9 @@ def test_trust_is_checked_once_per_dispatch(kit: CharmKit):
     # WHEN one event reconciles and the status is computed
     kit.reconcile()
     kit.harness.evaluate_status()
-    # THEN the API was probed once, not again by collect-status
-    assert kit.kube.list.call_count == 1
+    # THEN the API was probed once (a CRD list), not again by collect-status
+    crd_lists = [c for c in kit.kube.list.call_args_list if c.args[0] is CustomResourceDefinition]
+    assert len(crd_lists) == 1
 
 
 def test_unreachable_api_waits(kit: CharmKit):
@@ -195,13 +197,29 @@ def test_leader_is_active(ready: CharmKit):
     assert ready.status() == ops.ActiveStatus("0 tenants")
 
 
-def test_leader_status_counts_tenants(ready: CharmKit, kube: MagicMock):
-    # GIVEN two AITenants in the cluster
-    tenants = [{"metadata": {"name": "a"}}, {"metadata": {"name": "b"}}]
-    kube.list.side_effect = lambda res, *a, **k: iter(tenants if res is charm.AITENANT else [])
+def test_leader_status_counts_tenants_with_one_single_item_list(ready: CharmKit, kube: MagicMock):
+    # GIVEN 1,500 AITenants: the API answers a limit=1 list with one item and 1,499 remaining
+    set_tenant_count(kube, items=1, remaining=1499)
+    kube.list.reset_mock()
+    kube._client.prepare_request.reset_mock()
     # WHEN the status is computed
+    status = ready.status()
     # THEN the leader reports them
-    assert ready.status() == ops.ActiveStatus("2 tenants")
+    assert status == ops.ActiveStatus("1500 tenants")
+    # AND it asked for a single item, and never paged through the AITenants
+    (call,) = kube._client.prepare_request.call_args_list
+    assert call.args == ("list",)
+    assert call.kwargs["res"] is charm.AITENANT
+    assert call.kwargs["params"] == {"limit": 1}
+    assert not [c for c in kube.list.call_args_list if c.args and c.args[0] is charm.AITENANT]
+
+
+def test_status_counts_one_tenant_without_remaining_items(ready: CharmKit, kube: MagicMock):
+    # GIVEN a single AITenant: no continue token, so no remainingItemCount
+    set_tenant_count(kube, items=1, remaining=None)
+    # WHEN the status is computed
+    # THEN it says one tenant
+    assert ready.status() == ops.ActiveStatus("1 tenant")
 
 
 def test_non_leader_is_active_standby(ready: CharmKit):
