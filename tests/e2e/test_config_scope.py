@@ -87,7 +87,8 @@ async def tenant_with_subscription(kube: AsyncClient, name: str) -> tuple[str, s
         )
     )
     deployment = await kube.get(kinds.DEPLOYMENT.resource, f"maas-api-{name}", namespace=INFRA_NS)
-    assert deployment.metadata is not None and subscription.metadata is not None
+    assert deployment.metadata is not None
+    assert subscription.metadata is not None
     return tns, str(deployment.metadata.uid), str(subscription.metadata.uid)
 
 
@@ -167,7 +168,8 @@ async def test_leftover_finalizer_on_a_second_config_is_stripped_and_nothing_del
 
     async def stripped() -> dict[str, Any] | None:
         obj = await get_optional(kube, MaasTenantConfig, "extra", tns)
-        assert obj is not None and obj["metadata"].get("deletionTimestamp")
+        assert obj is not None
+        assert obj["metadata"].get("deletionTimestamp")
         return obj if obj["metadata"]["finalizers"] == [FOREIGN_FINALIZER] else None
 
     after = await eventually(stripped)
@@ -175,7 +177,10 @@ async def test_leftover_finalizer_on_a_second_config_is_stripped_and_nothing_del
     # Our finalizer's removal was the pass's last step: had it cleaned up, it would be done.
     await assert_tenant_intact(kube, name, deployment_uid, subscription_uid)
 
-    await kube.patch(MaasTenantConfig, "extra", {"metadata": {"finalizers": None}},
+    await kube.patch(
+        MaasTenantConfig,
+        "extra",
+        {"metadata": {"finalizers": None}},
         namespace=tns,
         patch_type=PatchType.MERGE,
     )
@@ -187,7 +192,7 @@ async def test_leftover_finalizer_on_a_second_config_is_stripped_and_nothing_del
     await assert_tenant_intact(kube, name, deployment_uid, subscription_uid)
 
 
-def unlabelled_default_config(finalizers: list[str]) -> MaasTenantConfig:
+def unlabelled_default_config(finalizers: list[str]) -> Any:
     return MaasTenantConfig.from_dict(
         {
             "apiVersion": contract.API_VERSION,
@@ -232,9 +237,7 @@ async def test_unlabelled_default_config_loses_only_the_leftover_finalizer(
     )
     try:
         # Live: the finalizer goes, someone else's stays, nothing else is written.
-        created = dict(
-            await kube.create(unlabelled_default_config([FINALIZER, FOREIGN_FINALIZER]))
-        )
+        created = dict(await kube.create(unlabelled_default_config([FINALIZER, FOREIGN_FINALIZER])))
 
         async def stripped() -> dict[str, Any] | None:
             obj = await get_optional(
@@ -263,7 +266,8 @@ async def test_unlabelled_default_config_loses_only_the_leftover_finalizer(
 
         kept = await get_optional(kube, MaaSSubscription, "unmanaged-sub", SUBSCRIPTION_NS)
         assert subscription.metadata is not None
-        assert kept is not None and kept["metadata"]["uid"] == subscription.metadata.uid
+        assert kept is not None
+        assert kept["metadata"]["uid"] == subscription.metadata.uid
         assert not kept["metadata"].get("deletionTimestamp")
     finally:
         await kube.delete(MaaSSubscription, "unmanaged-sub", namespace=SUBSCRIPTION_NS)

@@ -580,7 +580,7 @@ class TenantConfigReconciler:
                     kinds.SERVICE,
                     kinds.NETWORK_POLICY,
                     kinds.HTTP_ROUTE,
-                    kinds.AUTH_POLICY,
+                    kinds.AUTH_POLICY,  # route-level ones of older versions, pruned
                     cronjob,
                 )
             ),

@@ -207,8 +207,14 @@ def test_route_attaches_to_the_tenant_gateway(make_ctx: MakeContext) -> None:
 
 def test_no_route_level_auth_policy(make_ctx: MakeContext) -> None:
     # It would override the Gateway AuthPolicy's defaults for the maas-api route.
-    for ctx in (make_ctx(), default_tenant(make_ctx), make_ctx(gateway_name="maas-default-gateway")):
-        assert [m for m in render(ctx) if m.kind.kind == "AuthPolicy" and m.namespace == INFRA] == []
+    for ctx in (
+        make_ctx(),
+        default_tenant(make_ctx),
+        make_ctx(gateway_name="maas-default-gateway"),
+    ):
+        assert [
+            m for m in render(ctx) if m.kind.kind == "AuthPolicy" and m.namespace == INFRA
+        ] == []
 
 
 def test_values_cannot_change_the_document_structure(make_ctx: MakeContext) -> None:

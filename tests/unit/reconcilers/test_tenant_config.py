@@ -13,6 +13,7 @@ from lightkube import AsyncClient
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform import certs
+from aitenant.platform.render import Telemetry
 from aitenant.reconcilers.tenant_config import (
     TenantConfigReconciler,
     config_changed,
@@ -24,7 +25,6 @@ from aitenant.reconcilers.tenant_config import (
     tenant_identity,
     tracked_config_key,
 )
-from aitenant.platform.render import Telemetry
 from aitenant.runtime.controller import Key
 from aitenant.settings import Settings
 
