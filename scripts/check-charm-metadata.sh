@@ -103,6 +103,7 @@ expected_options = {
     "maas-subscription-namespace": ("string", "models-as-a-service"),
     "deletion-timeout": ("string", "10m"),
     "manage-default-tenant": ("boolean", True),
+    "authorino-namespaces": ("string", "kuadrant-system,openshift-operators,rh-connectivity-link"),
     "log-level": ("string", "info"),
 }
 for option, (kind, default) in expected_options.items():

@@ -40,6 +40,7 @@ class CharmConfig(BaseModel):
     maas_subscription_namespace: str = contract.DEFAULT_SUBSCRIPTION_NAMESPACE
     deletion_timeout: str = "10m"
     manage_default_tenant: bool = True
+    authorino_namespaces: str = ",".join(contract.DEFAULT_AUTHORINO_NAMESPACES)
     log_level: LogLevel = "info"
 
     @field_validator("aitenant_namespace", "maas_subscription_namespace")
@@ -74,6 +75,16 @@ class CharmConfig(BaseModel):
         if seconds < 0:
             raise ValueError(f"{value!r} is negative; use 0 to disable the timeout")
         return value
+
+    @field_validator("authorino_namespaces")
+    @classmethod
+    def _namespace_list(cls, value: str) -> str:
+        names = list(dict.fromkeys(n.strip() for n in value.split(",") if n.strip()))
+        if not names:
+            raise ValueError("must name at least one namespace (comma-separated)")
+        for name in names:
+            _namespace(name)
+        return ",".join(names)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -100,6 +100,7 @@ def controller_args(inputs: ControllerInputs) -> list[str]:
         f"--enable-tenant-namespace-discovery={_bool(config.enable_tenant_namespace_discovery)}",
         f"--deletion-timeout={config.deletion_timeout}",
         f"--manage-default-tenant={_bool(config.manage_default_tenant)}",
+        f"--authorino-namespaces={config.authorino_namespaces}",
         f"--log-level={config.log_level}",
         f"--maas-api-image={inputs.maas_api.image}",
         f"--maas-api-db-secret={inputs.maas_api.db_secret}",

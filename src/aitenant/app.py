@@ -38,6 +38,7 @@ from aitenant.reconcilers.tenant_config import (
     owner_index_key,
     platform_context_changed,
     tracked_config_key,
+    wanted,
 )
 from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
 from aitenant.runtime import http
@@ -224,10 +225,12 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
         low = settled(event, new)
-        if (key := annotated_owner(new)) is not None:
-            controller.enqueue(key, low_priority=low)
         meta = new["metadata"]
-        if in_scope(new, settings) and (event == "DELETED" or config_changed(old, new)):
+        # Only default-tenant is a tenant's config; another one copying its labels and
+        # annotations concerns neither the AITenant nor the platform.
+        if meta["name"] == contract.TENANT_CONFIG_NAME and (key := annotated_owner(new)):
+            controller.enqueue(key, low_priority=low)
+        if wanted(new, settings) and (event == "DELETED" or config_changed(old, new)):
             config_controller.enqueue(Key(meta["namespace"], meta["name"]), low_priority=low)
 
     def on_role(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -307,7 +310,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
 
 def add_tenant_platform(settings: Settings, app: App, cache: PlatformCache) -> None:
     """Re-queue a tenant's MaasTenantConfig when what its platform is rendered from changes:
-    the owning AITenant's status.gatewayRef or spec.oidc, its Gateway appearing or going, and
+    the owning AITenant's status.gatewayRef, its Gateway appearing or going, and
     any of its platform objects (the Deployment turning Available, a user's edit, a deletion).
     The platform cache's informers run on every replica, like the others."""
     configs, controller = app.configs, app.config_controller

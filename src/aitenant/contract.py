@@ -133,6 +133,12 @@ WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 DEFAULT_WEBHOOK_PORT: Final = 9443
 DEFAULT_METRICS_PORT: Final = 8080
 DEFAULT_HEALTH_PORT: Final = 8081
+# Namespaces whose Authorino pods may call a tenant's maas-api (upstream's Kuadrant/RHCL).
+DEFAULT_AUTHORINO_NAMESPACES: Final = (
+    "kuadrant-system",
+    "openshift-operators",
+    "rh-connectivity-link",
+)
 
 
 # Tenant platform: the per-tenant maas-api objects rendered from the MaasTenantConfig

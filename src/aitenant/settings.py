@@ -36,6 +36,7 @@ _UNIT_SECONDS = {
     "m": 60.0,
     "h": 3600.0,
 }
+_DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
 URL_PLACEHOLDERS = frozenset({"service", "namespace", "tenant"})
 DEFAULT_MAAS_API_URL_TEMPLATE = (
     "https://{service}.{namespace}.svc:8443/internal/v1/tenants/{tenant}/api-keys"
@@ -104,6 +105,7 @@ class Settings(BaseModel):
     maas_api_cleanup_image: str = "docker.io/curlimages/curl:8.11.1"
     maas_api_db_secret: str = "maas-db-config"
     maas_api_replicas: int = Field(default=1, ge=0)
+    authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
     webhook_port: int = Field(default=contract.DEFAULT_WEBHOOK_PORT, ge=0, le=65535)
     webhook_cert_dir: Path | None = None
     metrics_port: int = Field(default=contract.DEFAULT_METRICS_PORT, ge=0, le=65535)
@@ -129,6 +131,20 @@ class Settings(BaseModel):
         if not value.strip():
             raise ValueError("must be non-empty")
         return value.strip()
+
+    @field_validator("authorino_namespaces")
+    @classmethod
+    def _authorino_namespaces(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        names = tuple(dict.fromkeys(n.strip() for n in value if n.strip()))
+        if not names:
+            raise ValueError("must name at least one namespace (comma-separated)")
+        for name in names:
+            if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+                raise ValueError(
+                    f'"{name}" is not a namespace name (lower-case letters, digits and "-", '
+                    "at most 63 characters)"
+                )
+        return names
 
     @field_validator("infra_namespace")
     @classmethod
@@ -183,7 +199,7 @@ class Settings(BaseModel):
 @dataclass(frozen=True)
 class _Flag:
     field: str
-    kind: str  # "str" | "bool" | "int" | "duration" | "path"
+    kind: str  # "str" | "bool" | "int" | "duration" | "path" | "list" (comma-separated)
     help: str
 
     @property
@@ -213,6 +229,7 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("maas_api_cleanup_image", "str", "image with curl for the key-cleanup CronJob"),
     _Flag("maas_api_db_secret", "str", "Secret holding maas-api's DB_CONNECTION_URL"),
     _Flag("maas_api_replicas", "int", "maas-api replicas per tenant"),
+    _Flag("authorino_namespaces", "list", "namespaces whose Authorino may reach maas-api"),
     _Flag("webhook_port", "int", "HTTPS port of the admission webhook; 0 disables"),
     _Flag("webhook_cert_dir", "path", "directory with tls.crt and tls.key for the webhook"),
     _Flag("metrics_port", "int", "port of /metrics; 0 disables"),
@@ -247,6 +264,8 @@ def _convert(flag: _Flag, raw: str) -> Any:
         return parse_duration(raw)
     if flag.kind == "path":
         return Path(raw) if raw else None
+    if flag.kind == "list":
+        return tuple(raw.split(","))
     return raw
 
 

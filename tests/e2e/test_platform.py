@@ -110,8 +110,8 @@ def expected_platform(tenant: str) -> set[tuple[str, str, str]]:
         ("Deployment", INFRA_NS, f"maas-api-{tenant}"),
         ("Service", INFRA_NS, f"maas-api-{tenant}"),
         ("NetworkPolicy", INFRA_NS, f"maas-api-{tenant}"),
+        ("NetworkPolicy", INFRA_NS, f"maas-api-key-cleanup-{tenant}"),
         ("HTTPRoute", INFRA_NS, f"maas-api-route-{tenant}"),
-        ("AuthPolicy", INFRA_NS, f"maas-api-auth-policy-{tenant}"),
         ("CronJob", INFRA_NS, f"maas-api-key-cleanup-{tenant}"),
         ("TokenRateLimitPolicy", GATEWAY_NS, f"gateway-default-deny-{tenant}"),
         ("AuthPolicy", GATEWAY_NS, f"{tenant}-maas-auth"),
@@ -303,30 +303,157 @@ async def test_telemetry_turned_off_prunes_the_telemetry_policy(
     assert await platform_of(kube, name) == expected_platform(name)
 
 
-async def test_oidc_change_re_renders_the_auth_policy(
+async def test_telemetry_labels_follow_the_config(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
-    name = unique("oidc")
-    policy = f"maas-api-auth-policy-{name}"
+    name = unique("metrics")
+    policy = f"maas-telemetry-{name}"
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
-    spec = (await get(kube, kinds.AUTH_POLICY, policy, INFRA_NS))["spec"]
-    assert "oidc-identities" not in spec["rules"]["authentication"]
-    issuer = f"https://keycloak.example.com/realms/{name}"
     await kube.patch(
-        AITenant,
-        name,
-        {"spec": {"oidc": {"issuerUrl": issuer, "clientId": f"{name}-maas", "ttl": 120}}},
-        namespace=AITENANT_NS,
+        MaasTenantConfig,
+        CONFIG,
+        {"spec": {"telemetry": {"metrics": {"captureUser": True, "captureOrganization": False}}}},
+        namespace=f"ai-tenant-{name}",
         patch_type=PatchType.MERGE,
     )
 
-    async def has_oidc() -> bool:
-        spec = (await get(kube, kinds.AUTH_POLICY, policy, INFRA_NS))["spec"]
-        jwt = spec["rules"]["authentication"].get("oidc-identities", {}).get("jwt")
-        return jwt == {"issuerUrl": issuer, "ttl": 120}
+    async def labels() -> dict[str, str]:
+        obj = await get(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS)
+        return obj["spec"]["metrics"]["default"]["labels"]
 
-    await eventually(has_oidc)
+    # A telemetry block without "enabled" is on; user on, organization off, model by default.
+    assert await eventually(labels) == {
+        "subscription": "auth.identity.selected_subscription",
+        "cost_center": (
+            "has(auth.identity.subscription_info.costCenter) ? "
+            'auth.identity.subscription_info.costCenter : ""'
+        ),
+        "user": "auth.identity.userid",
+        "model": 'responseBodyJSON("/model")',
+    }
+    obj = await get(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS)
+    assert obj["spec"]["targetRef"]["name"] == name
+    assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "maas-observability"
+
+
+def old_route_auth_policy(name: str, *, unmanaged: bool = False) -> dict[str, Any]:
+    """The route-level AuthPolicy an older version rendered for a tenant."""
+    meta: dict[str, Any] = {
+        "name": f"maas-api-auth-policy-{name}",
+        "namespace": INFRA_NS,
+        "labels": {
+            "app.kubernetes.io/managed-by": "aitenant-controller",
+            "app.kubernetes.io/part-of": "models-as-a-service",
+            contract.LABEL_TENANT_NAME: name,
+            contract.LABEL_TENANT_NAMESPACE: f"ai-tenant-{name}",
+        },
+    }
+    if unmanaged:
+        meta["annotations"] = {"opendatahub.io/managed": "false"}
+    return {
+        "apiVersion": "kuadrant.io/v1",
+        "kind": "AuthPolicy",
+        "metadata": meta,
+        "spec": {
+            "targetRef": {
+                "group": "gateway.networking.k8s.io",
+                "kind": "HTTPRoute",
+                "name": f"maas-api-route-{name}",
+            }
+        },
+    }
+
+
+async def test_an_older_route_level_auth_policy_is_pruned_unless_unmanaged(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    pruned, kept = unique("oldauth"), unique("keptauth")
+    for name in (pruned, kept):
+        await make_tenant(kube, name)
+    for name in (pruned, kept):
+        await wait_phase(kube, name, "Active")
+    resource = kinds.AUTH_POLICY.resource
+    await kube.create(resource.from_dict(old_route_auth_policy(pruned)))
+    await kube.create(resource.from_dict(old_route_auth_policy(kept, unmanaged=True)))
+
+    # Its appearance re-queues the tenant's config (a tracked object), whose pass prunes it.
+    async def gone() -> bool:
+        return await absent(kube, kinds.AUTH_POLICY, f"maas-api-auth-policy-{pruned}", INFRA_NS)
+
+    await eventually(gone)
+
+    # The opted-out copy: once the controller's cache holds it, a whole pass leaves it alone.
+    cache = reconciler_of(controller).cache
+    assert cache is not None
+
+    async def cached() -> bool:
+        obj = cache.get(kinds.AUTH_POLICY, INFRA_NS, f"maas-api-auth-policy-{kept}")
+        return isinstance(obj, dict)
+
+    await eventually(cached)
+    await reconcile_config(controller, kept)
+    obj = await get(kube, kinds.AUTH_POLICY, f"maas-api-auth-policy-{kept}", INFRA_NS)
+    assert not obj["metadata"].get("deletionTimestamp")
+    # The tenant itself renders no route-level AuthPolicy.
+    assert await platform_of(kube, pruned) == expected_platform(pruned)
+    assert await platform_of(kube, kept) == expected_platform(kept) | {
+        ("AuthPolicy", INFRA_NS, f"maas-api-auth-policy-{kept}")
+    }
+    await kube.delete(resource, f"maas-api-auth-policy-{kept}", namespace=INFRA_NS)
+
+
+async def test_network_policies_read_back(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("netpol")
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    api = await get(kube, kinds.NETWORK_POLICY, f"maas-api-{name}", INFRA_NS)
+    deployment = await get(kube, kinds.DEPLOYMENT, f"maas-api-{name}", INFRA_NS)
+    api_pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert api["spec"]["podSelector"]["matchLabels"].items() <= api_pod_labels.items()
+    authorino = api["spec"]["ingress"][0]["from"][3]
+    assert authorino == {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": list(controller.settings.authorino_namespaces),
+                }
+            ]
+        },
+        "podSelector": {"matchLabels": {"authorino-resource": "authorino"}},
+    }
+    assert controller.settings.authorino_namespaces == (
+        "kuadrant-system",
+        "openshift-operators",
+        "rh-connectivity-link",
+    )
+
+    cleanup = f"maas-api-key-cleanup-{name}"
+    policy = await get(kube, kinds.NETWORK_POLICY, cleanup, INFRA_NS)
+    cronjob = await get(kube, kinds.CRONJOB_V1BETA1, cleanup, INFRA_NS)
+    job_pod_labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    spec = policy["spec"]
+    assert spec["podSelector"] == {"matchLabels": {contract.LABEL_TENANT_INSTANCE: cleanup}}
+    assert spec["podSelector"]["matchLabels"].items() <= job_pod_labels.items()
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert not spec.get("ingress")  # no ingress rule: nothing may reach a cleanup pod
+    to_api, dns = spec["egress"]
+    (peer,) = to_api["to"]
+    assert set(peer) == {"podSelector"}  # the infra namespace only
+    assert peer["podSelector"]["matchLabels"].items() <= api_pod_labels.items()
+    assert peer["podSelector"]["matchLabels"][contract.LABEL_TENANT_INSTANCE] == f"maas-api-{name}"
+    assert to_api["ports"] == [{"port": 8443, "protocol": "TCP"}]
+    assert "to" not in dns
+    assert {(p["port"], p["protocol"]) for p in dns["ports"]} == {
+        (53, "UDP"),
+        (53, "TCP"),
+        (5353, "UDP"),
+        (5353, "TCP"),
+    }
 
 
 async def test_reconciling_an_unchanged_tenant_writes_nothing(

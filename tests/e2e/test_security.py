@@ -25,7 +25,8 @@ WRITE_VERBS = {"create", "update", "patch", "delete", "deletecollection"}
 # (group, resource) the controller may write, and why.
 ALLOWED_WRITES = {
     ("maas.opendatahub.io", "aitenants"),  # finalizer, legacy spec migration, bootstrap create
-    ("maas.opendatahub.io", "maastenantconfigs"),  # default-tenant create/adopt/finalizer/delete
+    # default-tenant create/adopt/finalizer/delete; leftover finalizers on configs not served
+    ("maas.opendatahub.io", "maastenantconfigs"),
     ("maas.opendatahub.io", "tenants"),  # legacy Tenant marking and verified removal
     ("maas.opendatahub.io", "configs"),  # Config/default anchor and bootstrap marker
     ("maas.opendatahub.io", "maassubscriptions"),  # tenant cleanup (config finalizer)

@@ -89,3 +89,35 @@ def test_maas_api_url() -> None:
         "https://maas-api-team-a.infra.svc:8443/internal/v1/tenants/team-a/api-keys"
     )
     assert s.maas_api_url("models-as-a-service").startswith("https://maas-api.infra.svc")
+
+
+def test_authorino_namespaces_default_to_upstreams_three() -> None:
+    s = load_settings([], {})
+    assert s.authorino_namespaces == (
+        "kuadrant-system",
+        "openshift-operators",
+        "rh-connectivity-link",
+    )
+
+
+def test_authorino_namespaces_from_flag_or_env() -> None:
+    s = load_settings([], {"AUTHORINO_NAMESPACES": " kuadrant-system , my-authorino,,"})
+    assert s.authorino_namespaces == ("kuadrant-system", "my-authorino")
+    s = load_settings(["--authorino-namespaces", "a,b,a"], {"AUTHORINO_NAMESPACES": "env"})
+    assert s.authorino_namespaces == ("a", "b")
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        ("", "must name at least one namespace"),
+        (" , ", "must name at least one namespace"),
+        ("kuadrant-system,Bad_NS", '"Bad_NS" is not a namespace name'),
+        ("x" * 64, "is not a namespace name"),
+    ],
+)
+def test_bad_authorino_namespaces_name_the_flag(raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings(["--authorino-namespaces", raw], {})
+    assert str(info.value).startswith("invalid value for --authorino-namespaces: ")
+    assert message in str(info.value)

@@ -51,7 +51,7 @@ class PlatformCache:
             (kinds.SERVICE, infra_namespace),
             (kinds.NETWORK_POLICY, infra_namespace),
             (kinds.HTTP_ROUTE, infra_namespace),
-            (kinds.AUTH_POLICY, infra_namespace),
+            (kinds.AUTH_POLICY, infra_namespace),  # none rendered: older ones, to prune
             (kinds.TOKEN_RATE_LIMIT_POLICY, gateway_namespace),
             (kinds.AUTH_POLICY, gateway_namespace),
             (kinds.TELEMETRY_POLICY, gateway_namespace),

@@ -1,14 +1,14 @@
 """Render one tenant's maas-api platform: ``PlatformContext`` → objects. Pure, no I/O.
 
-Each object comes from a Jinja2 template in ``aitenant/templates`` (docs/differences.md D5). Values
-reach the YAML only through the ``to_json`` filter, so a tenant name, an OIDC issuer or an image
-reference can never change the document's structure. After parsing, every object gets the common
-labels and the tenant tracking labels (docs/platform.md), and every name is checked against its
-kind's limit (63, or 52 for CronJobs, whose Jobs append 11 characters).
+Each object comes from a Jinja2 template in ``aitenant/templates`` (docs/differences.md D5).
+Values reach the YAML only through the ``to_json`` filter, so a tenant name or an image reference
+can never change the document's structure. After parsing, every object gets the common labels and
+the tenant tracking labels (docs/platform.md), and every name is checked against its kind's limit
+(63, or 52 for CronJobs, whose Jobs append 11 characters).
 
-The default tenant (``models-as-a-service``) keeps the unsuffixed legacy names; every other tenant's
-names end in ``-<tenant>`` (docs/contract.md §3.1). The CronJob name is bounded with the hash rule
-of docs/contract.md §3.1, so it fits for every valid tenant name.
+The default tenant (``models-as-a-service``) keeps the unsuffixed legacy names; every other
+tenant's names end in ``-<tenant>`` (docs/contract.md §3.1). The CronJob name is bounded with the
+hash rule of docs/contract.md §3.1, so it fits for every valid tenant name.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ TEMPLATES: Final = Path(__file__).resolve().parent.parent / "templates"
 NAME_MAX: Final = 63
 CRONJOB_NAME_MAX: Final = 52
 DEFAULT_MAX_EXPIRATION_DAYS: Final = 90
-DEFAULT_OIDC_TTL: Final = 300
 MAAS_API_PORT: Final = 8443
 # Request paths the maas-api route serves; everything else on the Gateway is denied by default.
 ROUTE_PREFIXES: Final = ("/v1/models", "/v1/subscriptions", "/v1/api-keys")
@@ -46,10 +45,43 @@ class RenderError(ValueError):
 
 
 @dataclass(frozen=True)
-class OIDC:
-    issuer_url: str
-    client_id: str
-    ttl: int = DEFAULT_OIDC_TTL
+class Telemetry:
+    """The dimensions of the tenant's usage metrics (``MaasTenantConfig.spec.telemetry.metrics``)
+    with upstream's defaults. User identity is personal data: off unless asked for."""
+
+    organization: bool = True
+    user: bool = False
+    group: bool = False
+    model_usage: bool = True
+
+
+# Metric label → CEL expression, as upstream records them (the subscription and its cost
+# centre always; the rest under the switches above).
+TELEMETRY_SUBSCRIPTION: Final = "auth.identity.selected_subscription"
+TELEMETRY_COST_CENTER: Final = (
+    "has(auth.identity.subscription_info.costCenter) ? "
+    'auth.identity.subscription_info.costCenter : ""'
+)
+TELEMETRY_ORGANIZATION: Final = (
+    "has(auth.identity.subscription_info.organizationId) ? "
+    'auth.identity.subscription_info.organizationId : ""'
+)
+TELEMETRY_USER: Final = "auth.identity.userid"
+TELEMETRY_GROUP: Final = "auth.identity.groups_str"
+TELEMETRY_MODEL: Final = 'responseBodyJSON("/model")'
+
+
+def telemetry_labels(telemetry: Telemetry) -> dict[str, str]:
+    labels = {"subscription": TELEMETRY_SUBSCRIPTION, "cost_center": TELEMETRY_COST_CENTER}
+    if telemetry.organization:
+        labels["organization_id"] = TELEMETRY_ORGANIZATION
+    if telemetry.user:
+        labels["user"] = TELEMETRY_USER
+    if telemetry.group:
+        labels["group"] = TELEMETRY_GROUP
+    if telemetry.model_usage:
+        labels["model"] = TELEMETRY_MODEL
+    return labels
 
 
 @dataclass(frozen=True)
@@ -70,8 +102,8 @@ class PlatformContext:
     serving_cert: ServingCert
     cronjob_api_version: str = kinds.CRONJOB_V1.api_version
     max_expiration_days: int = DEFAULT_MAX_EXPIRATION_DAYS
-    oidc: OIDC | None = None
-    telemetry: bool = False
+    telemetry: Telemetry | None = None  # None: no TelemetryPolicy
+    authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
 
     @property
     def is_default(self) -> bool:
@@ -83,7 +115,6 @@ class PlatformNames:
     api: str  # ServiceAccount, Deployment, Service, NetworkPolicy, ClusterRoleBinding
     serving_cert: str
     route: str
-    auth_policy: str
     cleanup: str
     rate_limit: str
     telemetry: str
@@ -104,7 +135,6 @@ def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> Plat
         api=f"maas-api{suffix}",
         serving_cert=f"maas-api{suffix}-serving-cert",
         route=f"maas-api-route{suffix}",
-        auth_policy=f"maas-api-auth-policy{suffix}",
         cleanup=(
             "maas-api-key-cleanup"
             if is_default
@@ -187,6 +217,10 @@ def _environment() -> jinja2.Environment:
 
 _ENV: Final = _environment()
 
+# No route-level AuthPolicy for maas-api: one would override, for that route, the defaults of
+# the Gateway AuthPolicy that the MaaSAuthPolicy controller fills (identity, the X-MaaS-*
+# headers, the subscription), so maas-api would see an empty subscription. A copy left by an
+# older version is pruned like any object no longer rendered.
 # Template file → whether its object is create-only. Order is apply order: the Secret and the
 # ServiceAccount exist before the Deployment that mounts and runs as them.
 TEMPLATE_FILES: Final = (
@@ -195,9 +229,9 @@ TEMPLATE_FILES: Final = (
     ("deployment.yaml.j2", False),
     ("service.yaml.j2", False),
     ("networkpolicy.yaml.j2", False),
+    ("networkpolicy-cleanup.yaml.j2", False),
     ("clusterrolebinding.yaml.j2", False),
     ("httproute.yaml.j2", False),
-    ("authpolicy.yaml.j2", False),
     ("cronjob.yaml.j2", False),
     ("tokenratelimitpolicy.yaml.j2", False),
     ("gateway-authpolicy.yaml.j2", True),
@@ -217,6 +251,8 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "names": names,
         "selector": selector,
         "pod_labels": {**common_labels(ctx), **selector},
+        "cleanup_selector": {contract.LABEL_TENANT_INSTANCE: names.cleanup},
+        "telemetry_labels": telemetry_labels(ctx.telemetry) if ctx.telemetry else {},
         "cleanup_pod_labels": {
             **common_labels(ctx),
             contract.LABEL_APP_NAME: "maas-api-cleanup",
@@ -233,10 +269,6 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "cleanup_url": (
             f"https://{names.api}.{infra}.svc:{MAAS_API_PORT}/internal/v1/api-keys/cleanup"
         ),
-        # CEL string literals (JSON string syntax is valid CEL for these values).
-        "tenant_literal": json.dumps(ctx.tenant),
-        "oidc_issuer_literal": json.dumps(ctx.oidc.issuer_url if ctx.oidc else ""),
-        "oidc_client_literal": json.dumps(ctx.oidc.client_id if ctx.oidc else ""),
     }
 
 

@@ -1,16 +1,21 @@
 """MaasTenantConfig reconciler: the tenant's maas-api platform (docs/contract.md §3.6 and
 §5.4; docs/differences.md D5, D6, D9).
 
-Scope follows ``--enable-tenant-namespace-discovery``: without it only ``default-tenant`` in
-``--maas-subscription-namespace`` is served, as upstream; with it, every AITenant-managed config.
+Only configs named ``default-tenant`` are ever served. Scope follows
+``--enable-tenant-namespace-discovery``: without it only the one in
+``--maas-subscription-namespace``, as upstream; with it, every AITenant-managed one. A config
+outside the scope gets no finalizer and no status, and nothing is deleted for it; the only write
+it can get is the removal of a cleanup finalizer an older controller left on it
+(``has_leftover_finalizer``).
 
 A live config in scope, in order (each failure sets Ready=False with the reason in brackets):
 
 1. ``ensure_finalizer``        ``maas.opendatahub.io/tenant-cleanup``, so the cleanup runs
 2. ``tenant_identity``         the ``tenant-name`` label                 [InvalidTenantConfig]
-3. ``platform_context``        owning AITenant's status.gatewayRef        [InvalidGateway]
-                               and spec.oidc; the Gateway must exist      [GatewayNotReady]
-4. ``check_inputs``            the CA files (docs/differences.md D9)      [MissingInput]
+3. ``platform_context``        owning AITenant's status.gatewayRef;       [InvalidGateway]
+                               the Gateway must exist                     [GatewayNotReady]
+4. ``telemetry_of``            spec.telemetry switches are booleans       [InvalidTenantConfig]
+   ``check_inputs``            the CA files (docs/differences.md D9)      [MissingInput]
                                served APIs, the DB Secret and its key     [DependencyMissing]
 5. ``serving_cert``            keep the tenant's certificate or issue a new one
 6. render, apply, prune        Jinja2 templates → server-side apply;      [RenderFailed,
@@ -51,11 +56,11 @@ from aitenant.platform.apply import UNKNOWN, Applier, ApplyError, Scope, is_unma
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.render import (
-    OIDC,
     Manifest,
     PlatformContext,
     Ref,
     RenderError,
+    Telemetry,
     names_for,
     render,
     tracking_labels,
@@ -88,7 +93,6 @@ REQUEUE_FIRST_ROLLOUT = 2.0
 # Once Ready: look again now and then (drift of kinds we do not watch, certificate renewal).
 RESYNC_READY = 300.0
 DB_URL_KEY = "DB_CONNECTION_URL"
-MIN_OIDC_TTL = 30
 
 # Deletes the tenant's platform objects; returns True once they are all gone.
 PlatformCleanup = Callable[[Obj], Awaitable[bool]]
@@ -103,7 +107,11 @@ class FirstRollout(Exception):
 
 
 def in_scope(config: Obj, settings: Settings) -> bool:
+    """A config this reconciler serves: only ``default-tenant``, whatever the labels of any
+    other (a tenant has exactly one config; another one copying its labels is not it)."""
     meta = config["metadata"]
+    if meta.get("name") != contract.TENANT_CONFIG_NAME:
+        return False
     if labels_of(config).get(contract.LABEL_MANAGED_BY_AITENANT) != "true":
         return False
     if settings.enable_tenant_namespace_discovery:
@@ -112,6 +120,27 @@ def in_scope(config: Obj, settings: Settings) -> bool:
         meta.get("namespace") == settings.maas_subscription_namespace
         and meta.get("name") == contract.TENANT_CONFIG_NAME
     )
+
+
+def has_leftover_finalizer(config: Obj, settings: Settings) -> bool:
+    """Our cleanup finalizer on a config that is not a tenant's, left by an older controller:
+    any config not named ``default-tenant``, and an unlabelled ``default-tenant`` in
+    ``--maas-subscription-namespace`` (upstream strips it there too: that config's platform is
+    never torn down per config). Without this it could never finish deleting."""
+    meta = config["metadata"]
+    if contract.TENANT_CONFIG_FINALIZER not in (meta.get("finalizers") or []):
+        return False
+    if meta.get("name") != contract.TENANT_CONFIG_NAME:
+        return True
+    return (
+        meta.get("namespace") == settings.maas_subscription_namespace
+        and labels_of(config).get(contract.LABEL_MANAGED_BY_AITENANT) != "true"
+    )
+
+
+def wanted(config: Obj, settings: Settings) -> bool:
+    """Event predicate: a config to serve, or one to strip our leftover finalizer from."""
+    return in_scope(config, settings) or has_leftover_finalizer(config, settings)
 
 
 def tenant_identity(config: Obj) -> str:
@@ -169,14 +198,48 @@ def replicas_for(config: Obj, default: int) -> int:
     return value
 
 
-def oidc_of(tenant: AITenantView) -> OIDC | None:
-    oidc = tenant.spec.oidc
-    if oidc is None or not oidc.issuer_url or not oidc.client_id:
+TELEMETRY_SWITCHES = (
+    ("captureOrganization", "organization"),
+    ("captureUser", "user"),
+    ("captureGroup", "group"),
+    ("captureModelUsage", "model_usage"),
+)
+
+
+def telemetry_of(config: Obj) -> Telemetry | None:
+    """``spec.telemetry`` as upstream reads it: no block, no metrics; a block is enabled unless
+    ``enabled: false``; each dimension keeps upstream's default unless set."""
+    block = (config.get("spec") or {}).get("telemetry")
+    if block is None:
         return None
-    ttl = oidc.ttl or 300
-    if ttl < MIN_OIDC_TTL:  # upstream ignores an OIDC block with a ttl under 30
+    if not isinstance(block, dict):
+        raise StepFailed(Reason.INVALID_TENANT_CONFIG, "spec.telemetry must be an object")
+    enabled = _flag(block, "enabled", "spec.telemetry.enabled", True)
+    if not enabled:
         return None
-    return OIDC(issuer_url=oidc.issuer_url, client_id=oidc.client_id, ttl=ttl)
+    metrics = block.get("metrics")
+    if metrics is None:
+        metrics = {}
+    if not isinstance(metrics, dict):
+        raise StepFailed(Reason.INVALID_TENANT_CONFIG, "spec.telemetry.metrics must be an object")
+    defaults = Telemetry()
+    return Telemetry(
+        **{
+            attr: _flag(metrics, field, f"spec.telemetry.metrics.{field}", getattr(defaults, attr))
+            for field, attr in TELEMETRY_SWITCHES
+        }
+    )
+
+
+def _flag(block: Obj, field: str, path: str, default: bool) -> bool:
+    value = block.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise StepFailed(
+            Reason.INVALID_TENANT_CONFIG, f"{path} must be true or false, not {value!r}"
+        )
+    return value
 
 
 @dataclass(frozen=True)
@@ -249,6 +312,8 @@ class TenantConfigReconciler:
         self._rendered: dict[Key, frozenset[Ref]] = {}
         # Certificates issued but maybe not yet seen by the cache, by Service name.
         self._issued: dict[str, certs.ServingCert] = {}
+        # The config generation the user-metrics privacy warning was last logged for.
+        self._warned_user_metrics: dict[Key, int] = {}
         # Server-side applies of the last pass, per config (figures and tests).
         self.last_writes: dict[Key, int] = {}
 
@@ -258,6 +323,14 @@ class TenantConfigReconciler:
             self._rendered.pop(key, None)
             return Result()
         if not in_scope(config, self.settings):
+            if has_leftover_finalizer(config, self.settings):
+                # The only write for a config we do not serve; nothing is deleted for it.
+                await self.remove_finalizer(config)
+                log.info(
+                    "maastenantconfig %s: not a tenant's config; removed leftover finalizer %s",
+                    key,
+                    contract.TENANT_CONFIG_FINALIZER,
+                )
             return Result()
         meta = config["metadata"]
         if meta.get("deletionTimestamp"):
@@ -292,7 +365,8 @@ class TenantConfigReconciler:
     ) -> Result:
         tenant = Tenant(tenant_identity(config), config["metadata"]["namespace"])
         owner, gw_namespace, gw_name = await self.platform_context(config)
-        cronjob = await self.check_inputs(config)
+        telemetry = telemetry_of(config)
+        cronjob = await self.check_inputs(telemetry)
         spec = config.get("spec") or {}
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
         infra = self.settings.app_namespace
@@ -313,9 +387,11 @@ class TenantConfigReconciler:
             serving_cert=serving,
             cronjob_api_version=cronjob.api_version,
             max_expiration_days=int((spec.get("apiKeys") or {}).get("maxExpirationDays") or 90),
-            oidc=oidc_of(owner),
-            telemetry=(spec.get("telemetry") or {}).get("enabled") is True,
+            telemetry=telemetry,
+            authorino_namespaces=self.settings.authorino_namespaces,
         )
+        if telemetry is not None and telemetry.user:
+            self.warn_user_metrics(key, generation)
         try:
             manifests = render(ctx)
         except RenderError as exc:
@@ -421,13 +497,13 @@ class TenantConfigReconciler:
             )
         return AITenantView(obj), gw_ns, gw_name
 
-    async def check_inputs(self, config: Obj) -> kinds.Kind:
+    async def check_inputs(self, telemetry: Telemetry | None) -> kinds.Kind:
         """Flags, served APIs and the DB Secret; returns the CronJob kind to render."""
         try:
             self.ca.load()
         except certs.CAError as exc:
             raise StepFailed(Reason.MISSING_INPUT, str(exc)) from None
-        cronjob = await self.check_apis(config)
+        cronjob = await self.check_apis(telemetry)
         secret_name = self.settings.maas_api_db_secret
         infra = self.settings.app_namespace
         secret = await self.reads.get(Secret, secret_name, infra)
@@ -448,11 +524,11 @@ class TenantConfigReconciler:
             )
         return cronjob
 
-    async def check_apis(self, config: Obj) -> kinds.Kind:
+    async def check_apis(self, telemetry: Telemetry | None) -> kinds.Kind:
         if self.discovery is None:
             return kinds.CRONJOB_V1
         required = [kinds.HTTP_ROUTE, kinds.AUTH_POLICY, kinds.TOKEN_RATE_LIMIT_POLICY]
-        if ((config.get("spec") or {}).get("telemetry") or {}).get("enabled") is True:
+        if telemetry is not None:
             required.append(kinds.TELEMETRY_POLICY)
         missing = [k for k in required if not await self.discovery.serves(k)]
         cronjob = await self.discovery.cronjob_kind()
@@ -504,7 +580,7 @@ class TenantConfigReconciler:
                     kinds.SERVICE,
                     kinds.NETWORK_POLICY,
                     kinds.HTTP_ROUTE,
-                    kinds.AUTH_POLICY,
+                    kinds.AUTH_POLICY,  # route-level ones of older versions, pruned
                     cronjob,
                 )
             ),
@@ -543,6 +619,19 @@ class TenantConfigReconciler:
             namespace=meta["namespace"],
         )
         self.remember(dict(updated))
+
+    def warn_user_metrics(self, key: Key, generation: int) -> None:
+        """Upstream's privacy warning when user identities go into metrics; once per
+        generation of the config here, not on every pass."""
+        if self._warned_user_metrics.get(key) == generation:
+            return
+        self._warned_user_metrics[key] = generation
+        log.warning(
+            "maastenantconfig %s: spec.telemetry.metrics.captureUser is on: usage metrics record "
+            "user identities (personal data); make sure that complies with your privacy rules "
+            "(GDPR)",
+            key,
+        )
 
     # -- deletion ------------------------------------------------------------------------------
     async def reconcile_delete(self, key: Key, config: Obj) -> Result:
@@ -674,7 +763,10 @@ def config_key_for(tenant_namespace: str) -> Key:
 
 
 def owner_index_key(obj: Obj) -> list[str]:
-    """Configs indexed by their owning AITenant (``<namespace>/<name>``)."""
+    """Configs indexed by their owning AITenant (``<namespace>/<name>``); only
+    ``default-tenant`` can belong to one."""
+    if obj["metadata"].get("name") != contract.TENANT_CONFIG_NAME:
+        return []
     annotations = annotations_of(obj)
     name = annotations.get(contract.ANNOTATION_AITENANT_NAME)
     namespace = annotations.get(contract.ANNOTATION_AITENANT_NAMESPACE)
@@ -682,12 +774,13 @@ def owner_index_key(obj: Obj) -> list[str]:
 
 
 def platform_context_changed(old: Obj | None, new: Obj) -> bool:
-    """An AITenant change the platform renders from: status.gatewayRef or spec.oidc."""
+    """An AITenant change the platform renders from: status.gatewayRef. (spec.oidc is read
+    by the MaaSAuthPolicy controller for the Gateway AuthPolicy, not by the platform.)"""
     if old is None:
         return True
     return (old.get("status") or {}).get("gatewayRef") != (new.get("status") or {}).get(
         "gatewayRef"
-    ) or (old.get("spec") or {}).get("oidc") != (new.get("spec") or {}).get("oidc")
+    )
 
 
 def config_changed(old: Obj | None, new: Obj) -> bool:

@@ -187,3 +187,21 @@ def test_certificate_files_written_with_private_keys_protected(ready: CharmKit):
     assert ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.key") == webhook["tls-key"]
     for key in (charm.MAAS_API_CA_KEY_FILE, f"{charm.WEBHOOK_CERT_DIR}/tls.key"):
         assert (fs / key.lstrip("/")).stat().st_mode & 0o777 == 0o600
+
+
+def test_authorino_namespaces_option_reaches_the_controller(kit: CharmKit):
+    # GIVEN the default, then an operator's own Authorino namespaces
+    kit.integrate_gateway()
+    kit.integrate_maas_api()
+    kit.reconcile()
+    assert kit.flags()["authorino-namespaces"] == (
+        "kuadrant-system,openshift-operators,rh-connectivity-link"
+    )
+    kit.configure(authorino_namespaces=" my-authorino , kuadrant-system ")
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the controller gets the trimmed list, and parses it as the flag's value
+    assert kit.flags()["authorino-namespaces"] == "my-authorino,kuadrant-system"
+    service = kit.service()
+    settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
+    assert settings.authorino_namespaces == ("my-authorino", "kuadrant-system")

@@ -53,6 +53,8 @@ def test_unreachable_api_waits(kit: CharmKit):
         ("aitenant-namespace", "Not_A_Namespace", "not a valid namespace name"),
         ("aitenant-namespace", "  ", "must be non-empty"),
         ("gateway-name", "bad/name", "not a valid Kubernetes object name"),
+        ("authorino-namespaces", "kuadrant-system,Bad_NS", "'Bad_NS' is not a valid namespace"),
+        ("authorino-namespaces", " , ", "must name at least one namespace"),
     ],
 )
 def test_invalid_config_blocks_naming_the_option(

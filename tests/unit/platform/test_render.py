@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from aitenant.platform.render import (
-    OIDC,
     PlatformContext,
     RenderError,
+    Telemetry,
     names_for,
     render,
 )
@@ -49,9 +49,9 @@ def test_non_default_tenant_names_and_namespaces(make_ctx: MakeContext) -> None:
         ("Deployment", INFRA, "maas-api-red-team"),
         ("Service", INFRA, "maas-api-red-team"),
         ("NetworkPolicy", INFRA, "maas-api-red-team"),
+        ("NetworkPolicy", INFRA, "maas-api-key-cleanup-red-team"),
         ("ClusterRoleBinding", None, "maas-api-red-team"),
         ("HTTPRoute", INFRA, "maas-api-route-red-team"),
-        ("AuthPolicy", INFRA, "maas-api-auth-policy-red-team"),
         ("CronJob", INFRA, "maas-api-key-cleanup-red-team"),
         ("TokenRateLimitPolicy", GATEWAY_NS, "gateway-default-deny-red-team"),
         ("AuthPolicy", GATEWAY_NS, "red-team-maas-auth"),
@@ -66,9 +66,9 @@ def test_default_tenant_keeps_the_legacy_unsuffixed_names(make_ctx: MakeContext)
         ("Deployment", INFRA, "maas-api"),
         ("Service", INFRA, "maas-api"),
         ("NetworkPolicy", INFRA, "maas-api"),
+        ("NetworkPolicy", INFRA, "maas-api-key-cleanup"),
         ("ClusterRoleBinding", None, "maas-api"),
         ("HTTPRoute", INFRA, "maas-api-route"),
-        ("AuthPolicy", INFRA, "maas-api-auth-policy"),
         ("CronJob", INFRA, "maas-api-key-cleanup"),
         ("TokenRateLimitPolicy", GATEWAY_NS, "gateway-default-deny"),
         ("AuthPolicy", GATEWAY_NS, "maas-gateway-auth"),
@@ -206,38 +206,23 @@ def test_route_attaches_to_the_tenant_gateway(make_ctx: MakeContext) -> None:
     ]
 
 
-def test_auth_policy_without_oidc(make_ctx: MakeContext) -> None:
-    policy = one(make_ctx(), "AuthPolicy", INFRA)
-    spec = policy["spec"]
-    assert spec["targetRef"]["kind"] == "HTTPRoute"
-    assert spec["targetRef"]["name"] == "maas-api-route-red-team"
-    assert set(spec["rules"]["authentication"]) == {"api-keys", "kubernetes-tokens"}
-    assert "oidc-client" not in spec["rules"]["authorization"]
-    callback = spec["rules"]["metadata"]["api-key-validation"]["http"]
-    assert callback["url"] == (
-        f"https://maas-api-red-team.{INFRA}.svc.cluster.local:8443/internal/v1/api-keys/validate"
-    )
-    assert callback["method"] == "POST"
-    assert "/maas-api/health" in spec["when"][0]["predicate"]
-    headers = spec["rules"]["response"]["success"]["headers"]
-    assert set(headers) == {"X-MaaS-Username", "X-MaaS-Group", "X-MaaS-Subscription"}
-
-
-def test_auth_policy_with_oidc(make_ctx: MakeContext) -> None:
-    oidc = OIDC("https://keycloak.example.com/realms/red-team", "red-team-maas", ttl=600)
-    spec = one(make_ctx(oidc=oidc), "AuthPolicy", INFRA)["spec"]
-    jwt = spec["rules"]["authentication"]["oidc-identities"]["jwt"]
-    assert jwt == {"issuerUrl": "https://keycloak.example.com/realms/red-team", "ttl": 600}
-    client_rule = spec["rules"]["authorization"]["oidc-client"]
-    assert '"https://keycloak.example.com/realms/red-team"' in client_rule["when"][0]["predicate"]
-    assert '"red-team-maas"' in client_rule["patternMatching"]["patterns"][0]["predicate"]
+def test_no_route_level_auth_policy(make_ctx: MakeContext) -> None:
+    # It would override the Gateway AuthPolicy's defaults for the maas-api route.
+    for ctx in (
+        make_ctx(),
+        default_tenant(make_ctx),
+        make_ctx(gateway_name="maas-default-gateway"),
+    ):
+        assert [
+            m for m in render(ctx) if m.kind.kind == "AuthPolicy" and m.namespace == INFRA
+        ] == []
 
 
 def test_values_cannot_change_the_document_structure(make_ctx: MakeContext) -> None:
-    hostile = 'https://evil.example.com/"\n  injected: true\n#'
-    spec = one(make_ctx(oidc=OIDC(hostile, "x")), "AuthPolicy", INFRA)["spec"]
-    assert spec["rules"]["authentication"]["oidc-identities"]["jwt"]["issuerUrl"] == hostile
-    assert "injected" not in spec
+    hostile = 'quay.io/evil:1"\n  injected: true\n#'
+    deployment = one(make_ctx(image=hostile), "Deployment")
+    assert deployment["spec"]["template"]["spec"]["containers"][0]["image"] == hostile
+    assert "injected" not in deployment["spec"]
 
 
 @pytest.mark.parametrize(
@@ -298,7 +283,7 @@ def test_gateway_auth_policy_name_over_the_limit_is_refused(make_ctx: MakeContex
 def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
     make_ctx: MakeContext,
 ) -> None:
-    spec = one(make_ctx(), "NetworkPolicy")["spec"]
+    spec = objects(make_ctx())[("NetworkPolicy", "maas-api-red-team")]["spec"]
     assert spec["podSelector"]["matchLabels"]["maas.opendatahub.io/tenant-instance"] == (
         "maas-api-red-team"
     )
@@ -319,7 +304,69 @@ def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
             "matchLabels": {"maas.opendatahub.io/tenant-instance": "maas-api-key-cleanup-red-team"}
         }
     }
-    assert peers[3]["podSelector"] == {"matchLabels": {"authorino-resource": "authorino"}}
+    # Authorino only from the named namespaces (upstream's three by default).
+    assert peers[3] == {
+        "namespaceSelector": {
+            "matchExpressions": [
+                {
+                    "key": "kubernetes.io/metadata.name",
+                    "operator": "In",
+                    "values": ["kuadrant-system", "openshift-operators", "rh-connectivity-link"],
+                }
+            ]
+        },
+        "podSelector": {"matchLabels": {"authorino-resource": "authorino"}},
+    }
+    assert len(peers) == 4
+
+
+def test_network_policy_takes_the_authorino_namespaces_given(make_ctx: MakeContext) -> None:
+    ctx = make_ctx(authorino_namespaces=("my-authorino",))
+    peers = objects(ctx)[("NetworkPolicy", "maas-api-red-team")]["spec"]["ingress"][0]["from"]
+    expression = peers[3]["namespaceSelector"]["matchExpressions"][0]
+    assert expression["values"] == ["my-authorino"]
+
+
+@pytest.mark.parametrize("default", [False, True])
+def test_cleanup_pods_reach_only_their_maas_api_and_dns(
+    make_ctx: MakeContext, default: bool
+) -> None:
+    ctx = default_tenant(make_ctx) if default else make_ctx()
+    suffix = "" if default else "-red-team"
+    policy = objects(ctx)[("NetworkPolicy", f"maas-api-key-cleanup{suffix}")]
+    cronjob = one(ctx, "CronJob")
+    pod_labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
+    spec = policy["spec"]
+    assert spec["podSelector"] == {
+        "matchLabels": {"maas.opendatahub.io/tenant-instance": f"maas-api-key-cleanup{suffix}"}
+    }
+    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
+    assert spec["policyTypes"] == ["Ingress", "Egress"]
+    assert "ingress" not in spec  # Ingress with no rule: nothing may reach a cleanup pod
+    to_api, dns = spec["egress"]
+    api_labels = one(ctx, "Deployment")["spec"]["template"]["metadata"]["labels"]
+    assert to_api == {
+        "to": [
+            {
+                "podSelector": {
+                    "matchLabels": {
+                        "app.kubernetes.io/name": "maas-api",
+                        "maas.opendatahub.io/tenant-instance": f"maas-api{suffix}",
+                    }
+                }
+            }
+        ],
+        "ports": [{"port": 8443, "protocol": "TCP"}],
+    }
+    assert to_api["to"][0]["podSelector"]["matchLabels"].items() <= api_labels.items()
+    assert dns == {
+        "ports": [
+            {"port": 53, "protocol": "UDP"},
+            {"port": 53, "protocol": "TCP"},
+            {"port": 5353, "protocol": "UDP"},
+            {"port": 5353, "protocol": "TCP"},
+        ]
+    }
 
 
 def test_cluster_role_binding(make_ctx: MakeContext) -> None:
@@ -349,8 +396,58 @@ def test_token_rate_limit_policy_denies_what_maas_api_does_not_serve(
     ]
 
 
-def test_telemetry_policy_only_while_telemetry_is_enabled(make_ctx: MakeContext) -> None:
+def telemetry_labels_of(ctx: PlatformContext) -> dict[str, str]:
+    policy = objects(ctx)[("TelemetryPolicy", "maas-telemetry-red-team")]
+    return policy["spec"]["metrics"]["default"]["labels"]
+
+
+ALWAYS = {
+    "subscription": "auth.identity.selected_subscription",
+    "cost_center": (
+        "has(auth.identity.subscription_info.costCenter) ? "
+        'auth.identity.subscription_info.costCenter : ""'
+    ),
+}
+ORGANIZATION = {
+    "organization_id": (
+        "has(auth.identity.subscription_info.organizationId) ? "
+        'auth.identity.subscription_info.organizationId : ""'
+    )
+}
+MODEL = {"model": 'responseBodyJSON("/model")'}
+USER = {"user": "auth.identity.userid"}
+GROUP = {"group": "auth.identity.groups_str"}
+
+
+def test_telemetry_policy_only_with_telemetry(make_ctx: MakeContext) -> None:
     assert ("TelemetryPolicy", "maas-telemetry-red-team") not in objects(make_ctx())
-    policy = objects(make_ctx(telemetry=True))[("TelemetryPolicy", "maas-telemetry-red-team")]
+    policy = objects(make_ctx(telemetry=Telemetry()))[
+        ("TelemetryPolicy", "maas-telemetry-red-team")
+    ]
     assert policy["metadata"]["namespace"] == GATEWAY_NS
-    assert policy["spec"]["targetRef"]["name"] == "red-team"
+    assert policy["metadata"]["labels"]["app.kubernetes.io/part-of"] == "maas-observability"
+    assert policy["metadata"]["labels"]["maas.opendatahub.io/tenant-name"] == "red-team"
+    assert policy["spec"]["targetRef"] == {
+        "group": "gateway.networking.k8s.io",
+        "kind": "Gateway",
+        "name": "red-team",
+    }
+
+
+@pytest.mark.parametrize(
+    ("telemetry", "expected"),
+    [
+        # Upstream's defaults: organization and model on, user and group off.
+        (Telemetry(), {**ALWAYS, **ORGANIZATION, **MODEL}),
+        (Telemetry(organization=False), {**ALWAYS, **MODEL}),
+        (Telemetry(model_usage=False), {**ALWAYS, **ORGANIZATION}),
+        (Telemetry(user=True), {**ALWAYS, **ORGANIZATION, **USER, **MODEL}),
+        (Telemetry(group=True), {**ALWAYS, **ORGANIZATION, **GROUP, **MODEL}),
+        (Telemetry(False, False, False, False), ALWAYS),
+        (Telemetry(True, True, True, True), {**ALWAYS, **ORGANIZATION, **USER, **GROUP, **MODEL}),
+    ],
+)
+def test_telemetry_labels_follow_each_switch(
+    make_ctx: MakeContext, telemetry: Telemetry, expected: dict[str, str]
+) -> None:
+    assert telemetry_labels_of(make_ctx(telemetry=telemetry)) == expected

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, cast
 
@@ -12,18 +13,19 @@ from lightkube import AsyncClient
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform import certs
+from aitenant.platform.render import Telemetry
 from aitenant.reconcilers.tenant_config import (
     TenantConfigReconciler,
     config_changed,
     deployment_available,
-    oidc_of,
     owner_index_key,
     platform_context_changed,
     replicas_for,
+    telemetry_of,
     tenant_identity,
     tracked_config_key,
 )
-from aitenant.resources import AITenantView
+from aitenant.runtime.controller import Key
 from aitenant.settings import Settings
 
 
@@ -102,32 +104,15 @@ def test_replicas_from_the_annotation() -> None:
             replicas_for(config(annotations={annotation: bad}), 1)
 
 
-def tenant(oidc: dict[str, Any] | None) -> AITenantView:
-    spec = {"oidc": oidc} if oidc is not None else {}
-    return AITenantView({"metadata": {"name": "red", "namespace": "ai-tenants"}, "spec": spec})
-
-
-def test_oidc_of() -> None:
-    assert oidc_of(tenant(None)) is None
-    got = oidc_of(tenant({"issuerUrl": "https://idp.example.com", "clientId": "c"}))
-    assert got is not None
-    assert got.ttl == 300
-    got = oidc_of(tenant({"issuerUrl": "https://idp.example.com", "clientId": "c", "ttl": 60}))
-    assert got is not None
-    assert got.ttl == 60
-    # Upstream ignores an OIDC block whose ttl is under 30.
-    short = tenant({"issuerUrl": "https://idp.example.com", "clientId": "c", "ttl": 10})
-    assert oidc_of(short) is None
-
-
 def test_platform_context_changed() -> None:
     base = {"metadata": {}, "spec": {}, "status": {"phase": "Pending"}}
     assert platform_context_changed(None, base)
     assert not platform_context_changed(base, {**base, "status": {"phase": "Active"}})
     with_ref = {**base, "status": {"gatewayRef": {"name": "gw", "namespace": "gws"}}}
     assert platform_context_changed(base, with_ref)
+    # spec.oidc goes to the Gateway AuthPolicy, which the MaaSAuthPolicy controller owns.
     with_oidc = {**base, "spec": {"oidc": {"issuerUrl": "https://x", "clientId": "c"}}}
-    assert platform_context_changed(base, with_oidc)
+    assert not platform_context_changed(base, with_oidc)
 
 
 def test_config_changed_ignores_status_only_updates() -> None:
@@ -152,6 +137,8 @@ def test_keys_from_owner_annotations_and_tracking_labels() -> None:
     )
     assert owner_index_key(owned) == ["ai-tenants/red"]
     assert owner_index_key(config()) == []
+    # Only default-tenant belongs to an AITenant, whatever another config's annotations say.
+    assert owner_index_key({**owned, "metadata": {**owned["metadata"], "name": "extra"}}) == []
     platform_object = {
         "metadata": {
             "labels": {
@@ -188,3 +175,65 @@ def test_serving_certificate_is_issued_once_and_kept(tmp_path: Path) -> None:
     secret["metadata"]["annotations"] = {"opendatahub.io/managed": "false"}
     secret["data"] = {}
     assert reconciler.serving_cert(secret, "maas-api-red") == certs.ServingCert("", "", "")
+
+
+def with_telemetry(telemetry: Any) -> dict[str, Any]:
+    return {**config(), "spec": {"telemetry": telemetry}}
+
+
+@pytest.mark.parametrize(
+    ("telemetry", "expected"),
+    [
+        # No block: no TelemetryPolicy (a new tenant's config has an empty spec).
+        (None, None),
+        # A block is enabled unless it says otherwise (the CRD default), with the default
+        # dimensions: organization and model on, user and group off.
+        ({}, Telemetry()),
+        ({"enabled": True}, Telemetry()),
+        ({"enabled": False}, None),
+        ({"enabled": False, "metrics": {"captureUser": True}}, None),
+        ({"metrics": {}}, Telemetry()),
+        ({"metrics": {"captureOrganization": False}}, Telemetry(organization=False)),
+        ({"metrics": {"captureUser": True}}, Telemetry(user=True)),
+        ({"metrics": {"captureGroup": True}}, Telemetry(group=True)),
+        ({"metrics": {"captureModelUsage": False}}, Telemetry(model_usage=False)),
+    ],
+)
+def test_telemetry_switches_and_defaults(telemetry: Any, expected: Telemetry | None) -> None:
+    spec_config = config() if telemetry is None else with_telemetry(telemetry)
+    assert telemetry_of(spec_config) == expected
+
+
+@pytest.mark.parametrize(
+    ("telemetry", "message"),
+    [
+        ({"enabled": "yes"}, "spec.telemetry.enabled must be true or false, not 'yes'"),
+        (
+            {"metrics": {"captureUser": 1}},
+            "spec.telemetry.metrics.captureUser must be true or false, not 1",
+        ),
+        ({"metrics": []}, "spec.telemetry.metrics must be an object"),
+        ("on", "spec.telemetry must be an object"),
+    ],
+)
+def test_telemetry_refuses_what_is_not_a_switch(telemetry: Any, message: str) -> None:
+    with pytest.raises(StepFailed) as info:
+        telemetry_of(with_telemetry(telemetry))
+    assert info.value.reason == "InvalidTenantConfig"
+    assert info.value.message == message
+
+
+def test_user_metrics_privacy_warning_once_per_generation(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    reconciler = TenantConfigReconciler(
+        client=cast(AsyncClient, object()), settings=Settings(), get_config=lambda _ns, _n: None
+    )
+    key = Key("ai-tenant-red", "default-tenant")
+    with caplog.at_level(logging.WARNING, logger="aitenant.reconcilers.tenant_config"):
+        for generation in (1, 1, 2):
+            reconciler.warn_user_metrics(key, generation)
+    warnings = [r for r in caplog.records if "captureUser" in r.getMessage()]
+    assert len(warnings) == 2
+    assert all(r.levelno == logging.WARNING for r in warnings)
+    assert "personal data" in warnings[0].getMessage()
