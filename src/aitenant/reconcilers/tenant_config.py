@@ -72,7 +72,7 @@ from aitenant.resources import (
     annotations_of,
     labels_of,
 )
-from aitenant.runtime.controller import Key, Result
+from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
@@ -256,9 +256,9 @@ class TenantConfigReconciler:
         config = self.get_config(key.namespace, key.name)
         if config is None:
             self._rendered.pop(key, None)
-            return Result()
+            return Done()
         if not in_scope(config, self.settings):
-            return Result()
+            return Done()
         meta = config["metadata"]
         if meta.get("deletionTimestamp"):
             return await self.reconcile_delete(key, config)
@@ -270,14 +270,12 @@ class TenantConfigReconciler:
         try:
             result = await self._reconcile_live(key, config, status, generation)
         except FirstRollout:
-            return Result(requeue_after=REQUEUE_FIRST_ROLLOUT)
+            return RequeueAfter(REQUEUE_FIRST_ROLLOUT)
         except StepFailed as failure:
             conditions.set_phase(status, failure.phase, failure.reason, failure.message, generation)
             await self.write_status(config, status)
             log.info("maastenantconfig %s: %s: %s", key, failure.reason, failure.message)
-            if failure.transient:
-                return Result(retry=True)
-            return Result(requeue_after=failure.requeue_after)
+            return after_failure(failure)
         await self.write_status(config, status)
         log.debug(
             "maastenantconfig %s: %s in %.0f ms",
@@ -360,7 +358,7 @@ class TenantConfigReconciler:
             contract.ConfigMessage.RECONCILED,
             generation,
         )
-        return Result(requeue_after=RESYNC_READY)
+        return RequeueAfter(RESYNC_READY)
 
     # -- steps ---------------------------------------------------------------------------------
     async def ensure_finalizer(self, config: Obj) -> Obj:
@@ -547,15 +545,15 @@ class TenantConfigReconciler:
     # -- deletion ------------------------------------------------------------------------------
     async def reconcile_delete(self, key: Key, config: Obj) -> Result:
         if contract.TENANT_CONFIG_FINALIZER not in (config["metadata"].get("finalizers") or []):
-            return Result()
+            return Done()
         if await self.delete_maas_resources(key.namespace):
-            return Result(requeue_after=REQUEUE_WAIT_FOR_CRS)
+            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
         if not await self.cleanup_platform(config):
-            return Result(requeue_after=REQUEUE_WAIT_FOR_CRS)
+            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
         await self.remove_finalizer(config)
         self._rendered.pop(key, None)
         log.info("maastenantconfig %s: tenant cleanup finished", key)
-        return Result()
+        return Done()
 
     async def delete_maas_resources(self, namespace: str) -> bool:
         """Delete MaaSSubscriptions, then MaaSAuthPolicies; True while any still exist."""
