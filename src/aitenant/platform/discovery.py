@@ -18,6 +18,7 @@ import httpx2
 from lightkube import AsyncClient
 
 from aitenant.platform.kinds import CRONJOB_VERSIONS, Kind
+from aitenant.runtime.lightkube_private import http_client
 
 # GET a discovery path ("/api/v1", "/apis/<group>/<version>"): the document, or None on 404.
 Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]
@@ -34,7 +35,7 @@ def discovery_path(api_version: str) -> str:
 def http_fetch(client: AsyncClient) -> Fetch:
     """Discovery through the lightkube client's own connection (lightkube has no discovery API;
     its transport is httpx2)."""
-    http: httpx2.AsyncClient = client._client._client  # pyright: ignore[reportPrivateUsage]
+    http = http_client(client)
 
     async def fetch(path: str) -> dict[str, Any] | None:
         try:
