@@ -61,7 +61,7 @@ def test_a_step_failed_raised_inside_an_except_block_does_not_inherit_transience
                 raise failure from None
             if chain == "cause":
                 raise failure from exc
-            raise failure
+            raise failure  # noqa: B904  # the context kept on purpose
 
     for chain in ("none", "cause", "context"):
         with pytest.raises(StepFailed) as info:
