@@ -249,8 +249,6 @@ class TenantConfigReconciler:
         self._rendered: dict[Key, frozenset[Ref]] = {}
         # Certificates issued but maybe not yet seen by the cache, by Service name.
         self._issued: dict[str, certs.ServingCert] = {}
-        # Server-side applies of the last pass, per config (figures and tests).
-        self.last_writes: dict[Key, int] = {}
 
     async def reconcile(self, key: Key) -> Result:
         config = self.get_config(key.namespace, key.name)
@@ -328,7 +326,6 @@ class TenantConfigReconciler:
             if exc.transient:  # retried soon, with backoff; nothing to tell the tenant yet
                 raise exc.cause from None
             raise StepFailed(Reason.APPLY_FAILED, str(exc)) from None
-        self.last_writes[key] = report.writes
         if report.writes:
             log.info(
                 "maastenantconfig %s: applied %s; created %s",
