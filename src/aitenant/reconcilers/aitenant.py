@@ -160,7 +160,7 @@ class StatusWriter:
         events: EventRecorder,
         obj: Obj,
         generation: int,
-        remember: Callable[[Obj], None] = lambda _obj: None,
+        remember: Callable[[Obj], None],
     ) -> None:
         self.client = client
         self.events = events
@@ -247,13 +247,13 @@ class AITenantReconciler:
         settings: Settings,
         events: EventRecorder,
         get_tenant: Callable[[str, str], Obj | None],
-        remember: Callable[[Obj], None] = lambda _obj: None,
-        reads: CachedReads | None = None,
-        finalize: Finalize | None = None,
+        remember: Callable[[Obj], None],
+        reads: CachedReads,
+        finalize: Finalize,
     ) -> None:
         self.client = client
         # Children (Gateway, claim, config, Roles) from informers where the manager runs them.
-        self.reads = reads or CachedReads(client)
+        self.reads = reads
         self.settings = settings
         self.events = events
         # The informer's copy, or the newer one our last write returned (``remember``).
@@ -269,7 +269,7 @@ class AITenantReconciler:
         started = time.perf_counter()
         tenant = AITenantView(cached)
         if tenant.deleting:
-            if contract.AITENANT_FINALIZER not in tenant.finalizers or self.finalize is None:
+            if contract.AITENANT_FINALIZER not in tenant.finalizers:
                 return Done()
             status = StatusWriter(
                 self.client, self.events, cached, tenant.generation, self.remember

@@ -64,4 +64,3 @@ class Metrics:
 
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
