@@ -20,7 +20,7 @@ from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.reconcilers.tenant_config import TenantConfigReconciler
 from aitenant.resources import AITenant, MaasTenantConfig
-from aitenant.runtime.controller import Key
+from aitenant.runtime.controller import Key, RequeueAfter
 from aitenant.testing import samples
 from aitenant.testing.cluster import LocalCluster
 from aitenant.testing.maas_api import FakeMaasApi
@@ -198,7 +198,10 @@ async def test_config_is_ready_only_once_maas_api_is_available(
             f"waiting for Deployment {INFRA_NS}/maas-api-{name} to become available"
         )
         await wait_phase(kube, name, "Pending", "TenantConfigNotReady")
-        await asyncio.sleep(0.5)
+        # A pass while the Deployment is held keeps waiting (and looks again in 30 s).
+        assert controller.app is not None
+        key = Key(f"ai-tenant-{name}", CONFIG)
+        assert await controller.app.config_controller.process(key) == RequeueAfter(30)
         assert (await get_config(kube, name))["status"]["phase"] == "Pending"
     finally:
         loop = asyncio.get_running_loop()
