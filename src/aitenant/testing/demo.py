@@ -236,6 +236,12 @@ def main() -> None:
         assert cluster.workdir is not None
         print(f"Local control plane up at {cluster.server} (files in {cluster.workdir})")
         code = run_demo(cluster.kubeconfig, cluster.workdir, args.once)
+        if code and not os.environ.get("AITENANT_KEEP_CLUSTER"):
+            print(
+                "(The local control plane's files, the controller log among them, are removed "
+                "now; AITENANT_KEEP_CLUSTER=1 keeps them.)",
+                file=sys.stderr,
+            )
     raise SystemExit(code)
 
 
