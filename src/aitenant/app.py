@@ -46,6 +46,7 @@ from aitenant.runtime.controller import Controller, Key
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.informer import EventType, Handler, Informer, Obj
 from aitenant.runtime.leader import LeaderElector
+from aitenant.runtime.lightkube_private import http_client, wrap_transport
 from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.reads import CachedReads
@@ -71,10 +72,7 @@ def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
 def instrument(client: AsyncClient, metrics: Metrics) -> None:
     """Count every API request by verb and code (lightkube exposes no hook, httpx does), and
     retry transient answers to reads inside the client (``runtime.retry``)."""
-    http_client: Any = client._client._client  # pyright: ignore[reportPrivateUsage]
-    http_client._transport = RetryReads(
-        http_client._transport, on_retry=metrics.api_read_retries.inc
-    )
+    wrap_transport(client, lambda inner: RetryReads(inner, on_retry=metrics.api_read_retries.inc))
 
     async def on_response(response: Any) -> None:
         request = response.request
@@ -88,7 +86,7 @@ def instrument(client: AsyncClient, metrics: Metrics) -> None:
             verb = "WATCH" if request.url.params.get("watch") else "GET"
         metrics.api_requests.labels(verb, str(response.status_code)).inc()
 
-    http_client.event_hooks["response"].append(on_response)
+    http_client(client).event_hooks["response"].append(on_response)
 
 
 def gateway_index_key(namespace: str, name: str) -> str:

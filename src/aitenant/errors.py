@@ -3,8 +3,9 @@
 Exception
 ├── StepFailed          a reconcile step failed in a way the status must show
 │                        (reason, message, phase, requeue_after: None = wait for an event);
-│                        when it reports a transient API answer (``is_transient``) the
-│                        reconciler retries with backoff instead of waiting ``requeue_after``
+│                        it is transient when raised with ``cause=`` an error that
+│                        ``is_transient`` classifies so (a 409/429/5xx, a broken connection):
+│                        then it is retried with backoff, not after ``requeue_after``
 └── lightkube.ApiError  unexpected API failure → the runtime retries with backoff
 """
 
@@ -25,17 +26,18 @@ class StepFailed(Exception):
         *,
         requeue_after: float | None = 30.0,
         phase: str = "Failed",
+        cause: BaseException | None = None,
     ) -> None:
+        """``cause``: the error this failure reports; a transient one (``is_transient``) makes
+        the failure transient. Nothing is read from the exception being handled: a StepFailed
+        raised in an ``except`` block is transient only when told so."""
         super().__init__(message)
         self.reason = reason
         self.message = message
         self.requeue_after = requeue_after
         self.phase = phase
-
-    @property
-    def transient(self) -> bool:
-        """It reports an API answer worth retrying soon (the error it was raised from)."""
-        return is_transient(self.__cause__ or self.__context__)
+        self.cause = cause
+        self.transient = is_transient(cause)
 
 
 def status_code(exc: BaseException) -> int | None:

@@ -25,7 +25,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBi
 
 from aitenant.app import App, build_app, instrument
 from aitenant.resources import AITenant
-from aitenant.runtime.controller import Key
+from aitenant.runtime.controller import Done, Key, Result
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
 from aitenant.testing import samples
@@ -42,6 +42,8 @@ CONTROLLER_USER = User(
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 SUBSCRIPTION_NS = "models-as-a-service"
+# Verbs of aitenant_api_requests_total that write.
+WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
 
 
 @pytest.fixture(scope="session")
@@ -158,7 +160,8 @@ class RunningController:
         self.cluster = cluster
         self.settings = settings
         self.metrics = Metrics()
-        self.reconciled: list[Key] = []
+        self.reconciled: list[Key] = []  # AITenant keys, as each reconcile starts
+        self.results: list[tuple[Key, Result]] = []  # and each outcome, as it ends
         self.app: App | None = None
         self._task: asyncio.Task[None] | None = None
         self._client: AsyncClient | None = None
@@ -172,15 +175,38 @@ class RunningController:
         app = build_app(self.settings, self._client, self.metrics)
         inner = app.aitenant_controller.reconcile
 
-        async def recording(key: Key) -> Any:
+        async def recording(key: Key) -> Result:
             self.reconciled.append(key)
-            return await inner(key)
+            result = await inner(key)
+            self.results.append((key, result))
+            return result
 
         app.aitenant_controller.reconcile = recording
         self.app = app
         self._task = asyncio.create_task(app.manager.run())
         await asyncio.wait_for(app.manager.wait_synced(), 30)
         return app
+
+    def last_result(self, key: Key) -> Result | None:
+        """The outcome of the last finished reconcile of ``key`` (None: none finished)."""
+        return next((r for k, r in reversed(self.results) if k == key), None)
+
+    def settled(self, key: Key) -> bool:
+        """No reconcile of ``key`` is running and the last one scheduled nothing."""
+        started = self.reconciled.count(key)
+        finished = sum(1 for k, _ in self.results if k == key)
+        return started == finished and isinstance(self.last_result(key), Done)
+
+    def api_requests(self, verbs: tuple[str, ...] | None = None) -> float:
+        """``aitenant_api_requests_total`` so far, only ``verbs`` when given."""
+        total = 0.0
+        for metric in self.metrics.api_requests.collect():
+            for sample in metric.samples:
+                if sample.name.endswith("_total") and (
+                    verbs is None or sample.labels["verb"] in verbs
+                ):
+                    total += sample.value
+        return total
 
     async def stop(self) -> None:
         if self.app is not None and self._task is not None:
@@ -291,3 +317,37 @@ async def make_tenant(
     await samples.create_aitenant(
         kube, samples.aitenant(name, AITENANT_NS, gateway_name=gateway_name, **kwargs)
     )
+
+
+async def sentinel_reconcile(
+    kube: AsyncClient, controller: RunningController, unique: Callable[[str], str]
+) -> None:
+    """Create an AITenant in the wrong namespace and wait for its first reconcile.
+
+    The AITenant informer delivers events in order and the queue hands keys out in order, so
+    once the sentinel's reconcile has started, every key enqueued by an earlier AITenant event
+    has started its reconcile too: a test can then check that an event did *not* bring a key
+    back without waiting a fixed time. (A misplaced AITenant fails at once, without requeue.)
+    """
+    name = unique("sentinel")
+    await samples.create_aitenant(kube, samples.aitenant(name, "default"))
+    key = Key("default", name)
+
+    async def seen() -> bool:
+        return key in controller.reconciled
+
+    await eventually(seen)
+    await kube.delete(AITenant, name, namespace="default")
+
+
+async def informer_caught_up(controller: RunningController, obj: dict[str, Any]) -> None:
+    """Wait until the controller's AITenant informer holds ``obj`` at its resourceVersion."""
+    assert controller.app is not None
+    tenants = controller.app.tenants
+    meta = obj["metadata"]
+
+    async def current() -> bool:
+        cached = tenants.get(meta["namespace"], meta["name"]) or {"metadata": {}}
+        return cached["metadata"].get("resourceVersion") == meta["resourceVersion"]
+
+    await eventually(current)

@@ -15,7 +15,6 @@ from lightkube.types import PatchType
 from aitenant import contract, naming
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
 from aitenant.runtime.controller import Key
-from aitenant.runtime.metrics import WRITE_VERBS
 from aitenant.testing import samples
 
 from .conftest import (
@@ -23,12 +22,15 @@ from .conftest import (
     GATEWAY_NS,
     INFRA_NS,
     SUBSCRIPTION_NS,
+    WRITE_VERBS,
     Names,
     RunningController,
     eventually,
     get_tenant,
+    informer_caught_up,
     make_tenant,
     ready,
+    sentinel_reconcile,
     wait_phase,
 )
 
@@ -333,11 +335,13 @@ async def test_invalid_placement(
     assert "tenantNamespace" not in obj["status"]
     # The finalizer comes first, as upstream (so deletion cleanup still runs).
     assert contract.AITENANT_FINALIZER in obj["metadata"]["finalizers"]
-    # No requeue: the key is not scheduled again.
-    assert controller.app is not None
-    reconciles = controller.reconciled.count(Key(namespace, name))
-    await asyncio.sleep(1.5)
-    assert controller.reconciled.count(Key(namespace, name)) == reconciles
+    # No requeue: the pass that wrote Failed scheduled nothing (its outcome is Done).
+    key = Key(namespace, name)
+
+    async def settled() -> bool:
+        return controller.settled(key)
+
+    await eventually(settled)
 
 
 async def test_reconcile_of_active_tenant_makes_no_write(
@@ -346,13 +350,13 @@ async def test_reconcile_of_active_tenant_makes_no_write(
     name = unique("idle")
     await make_tenant(kube, name)
     before = await wait_phase(kube, name, "Active")
-    await asyncio.sleep(0.5)  # let the informer catch up with the last status write
+    await informer_caught_up(controller, before)  # the pass starts from the last status write
     assert controller.app is not None
-    writes = controller.metrics.api_count(WRITE_VERBS)
-    reads = controller.metrics.api_count(("GET",))
+    writes = controller.api_requests(WRITE_VERBS)
+    reads = controller.api_requests(("GET",))
     await controller.app.aitenant_controller.process(Key(AITENANT_NS, name))
-    assert controller.metrics.api_count(WRITE_VERBS) == writes
-    assert controller.metrics.api_count(("GET",)) > reads  # it really did read the world
+    assert controller.api_requests(WRITE_VERBS) == writes
+    assert controller.api_requests(("GET",)) > reads  # it really did read the world
     after = await get_tenant(kube, name)
     assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
     assert after["status"] == before["status"]
@@ -385,9 +389,13 @@ async def test_status_and_metadata_edits_do_not_trigger_a_reconcile(
 ) -> None:
     name = unique("quiet")
     await make_tenant(kube, name)
-    await wait_phase(kube, name, "Active")
-    await asyncio.sleep(0.5)
+    await informer_caught_up(controller, await wait_phase(kube, name, "Active"))
     key = Key(AITENANT_NS, name)
+
+    async def idle() -> bool:
+        return controller.settled(key)
+
+    await eventually(idle)
     count = controller.reconciled.count(key)
     await kube.patch(
         AITenant.Status,
@@ -403,7 +411,7 @@ async def test_status_and_metadata_edits_do_not_trigger_a_reconcile(
         namespace=AITENANT_NS,
         patch_type=PatchType.MERGE,
     )
-    await asyncio.sleep(1.5)
+    await sentinel_reconcile(kube, controller, unique)  # both edits' events were handled
     assert controller.reconciled.count(key) == count
     assert (await get_tenant(kube, name))["status"]["phase"] == "Pending"
     # A spec change does trigger one, and the status is put right.

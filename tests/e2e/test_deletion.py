@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 from typing import Any
 
 import pytest
@@ -22,6 +21,7 @@ from aitenant.resources import (
     MaaSSubscription,
     MaasTenantConfig,
 )
+from aitenant.runtime.controller import Key, RequeueAfter
 from aitenant.testing.cluster import LocalCluster
 from aitenant.testing.maas_api import FakeMaasApi
 
@@ -223,8 +223,16 @@ async def test_revocation_is_recorded_once_and_not_repeated_after_restart(
     assert cond["message"] == "Tenant API keys were revoked (revokedCount=4)"
 
     await controller.stop()
+    key = Key(AITENANT_NS, name)
+    before = len(controller.results)
     await controller.start()
-    await asyncio.sleep(1.0)
+
+    async def waiting_on_cleanup() -> bool:
+        # The restarted controller has finished a pass over the tenant, which waits for the
+        # config's cleanup (held by the slow finalizer) instead of finishing the deletion.
+        return any(k == key and isinstance(r, RequeueAfter) for k, r in controller.results[before:])
+
+    await eventually(waiting_on_cleanup)
     assert not await gone(kube, AITenant, name, AITENANT_NS)
     await kube.patch(
         MaaSSubscription,

@@ -9,13 +9,12 @@ deletion timeout). With discovery on, the same config is served and deletion com
 
 from __future__ import annotations
 
-import asyncio
-
 import pytest
 from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
+from aitenant.runtime.controller import Done, Key
 from aitenant.testing.cluster import LocalCluster
 from aitenant.testing.maas_api import FakeMaasApi
 
@@ -76,8 +75,12 @@ async def test_without_discovery_a_non_default_config_is_not_served(
             return bool(config["metadata"].get("deletionTimestamp"))
 
         await eventually(config_deleting)
-        await asyncio.sleep(1.0)
-        # Nobody serves the config: its finalizer stays, the tenant's MaaS objects stay.
+        # Nobody serves the config: a pass of the config controller over it does nothing,
+        # so its finalizer stays and the tenant's MaaS objects stay.
+        assert blind.app is not None
+        config_key = Key(tns, "default-tenant")
+        assert await blind.app.config_controller.process(config_key) == Done()
+        assert not blind.app.config_controller.queue.failures(config_key)
         config = await kube.get(MaasTenantConfig, "default-tenant", namespace=tns)
         assert contract.TENANT_CONFIG_FINALIZER in config["metadata"]["finalizers"]
         assert await exists(kube, MaaSSubscription, "sub", tns)

@@ -301,7 +301,17 @@ async def test_certificate_rotation_under_admission_load_loses_nothing(
         url=f"https://127.0.0.1:{admission.port}{contract.WEBHOOK_PATH}",
     )
     await kube.apply(as_vwc(body), field_manager="aitenant-tests", force=True)
-    await asyncio.sleep(1.0)
+
+    async def webhook_answers() -> bool:  # the API server uses the new configuration
+        probe = unique("probe")
+        try:
+            await samples.create_aitenant(kube, samples.aitenant(probe, "default"))
+        except ApiError as exc:
+            return "must be created in the configured" in (exc.status.message or "")
+        await kube.delete(AITenant, probe, namespace="default")
+        return False
+
+    await eventually(webhook_answers)
     failures: list[str] = []
     answered = 0
     stop = asyncio.Event()
@@ -335,7 +345,6 @@ async def test_webhook_down_blocks_creates(
     from aitenant.testing.cluster import free_port
 
     await register(kube, admission, port=free_port())  # nobody listens there
-    await asyncio.sleep(1.0)
 
     async def blocked() -> bool:
         try:

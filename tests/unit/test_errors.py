@@ -31,20 +31,42 @@ def test_broken_connections_are_transient_other_errors_are_not() -> None:
     assert not is_transient(None)
 
 
-def test_step_failed_is_transient_when_raised_from_a_transient_answer() -> None:
+def test_step_failed_is_transient_only_when_its_cause_is() -> None:
     def fail(code: int) -> None:
         try:
             raise api_error(code)
         except ApiError as exc:
-            raise StepFailed("GatewayClaimFailed", str(exc)) from None
+            raise StepFailed("GatewayClaimFailed", str(exc), cause=exc) from None
 
     with pytest.raises(StepFailed) as throttled:
         fail(429)
     assert throttled.value.transient
+    assert isinstance(throttled.value.cause, ApiError)
     with pytest.raises(StepFailed) as forbidden:
         fail(403)
     assert not forbidden.value.transient
     assert not StepFailed("InvalidPlacement", "wrong namespace").transient
+
+
+def test_a_step_failed_raised_inside_an_except_block_does_not_inherit_transience() -> None:
+    """The exception being handled is not read: without ``cause`` a failure is not transient,
+    whether it is raised ``from None``, ``from`` another error, or with its context kept."""
+
+    def inside_handler(chain: str) -> None:
+        try:
+            raise api_error(503)
+        except ApiError as exc:
+            failure = StepFailed("TenantNamespaceFailed", "namespace is terminating")
+            if chain == "none":
+                raise failure from None
+            if chain == "cause":
+                raise failure from exc
+            raise failure  # noqa: B904  # the context kept on purpose
+
+    for chain in ("none", "cause", "context"):
+        with pytest.raises(StepFailed) as info:
+            inside_handler(chain)
+        assert not info.value.transient, chain
 
 
 def test_only_already_exists_means_a_create_found_the_object() -> None:

@@ -14,17 +14,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import httpx2
 from lightkube import AsyncClient
 
 from aitenant.platform.kinds import CRONJOB_VERSIONS, Kind
+from aitenant.runtime.lightkube_private import http_client
 
 # GET a discovery path ("/api/v1", "/apis/<group>/<version>"): the document, or None on 404.
 Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]
-
-
-class DiscoveryError(Exception):
-    """The API server did not answer a discovery request."""
 
 
 def discovery_path(api_version: str) -> str:
@@ -33,18 +29,15 @@ def discovery_path(api_version: str) -> str:
 
 def http_fetch(client: AsyncClient) -> Fetch:
     """Discovery through the lightkube client's own connection (lightkube has no discovery API;
-    its transport is httpx2)."""
-    http: httpx2.AsyncClient = client._client._client  # pyright: ignore[reportPrivateUsage]
+    its transport is httpx2). A failed request raises httpx2's error: like any unexpected
+    failure, the reconcile is retried with backoff."""
+    http = http_client(client)
 
     async def fetch(path: str) -> dict[str, Any] | None:
-        try:
-            response = await http.get(path)
-        except httpx2.HTTPError as exc:
-            raise DiscoveryError(f"GET {path}: {exc}") from exc
+        response = await http.get(path)
         if response.status_code == 404:
             return None
-        if response.status_code != 200:
-            raise DiscoveryError(f"GET {path}: HTTP {response.status_code}")
+        response.raise_for_status()
         return response.json()
 
     return fetch

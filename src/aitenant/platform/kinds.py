@@ -11,14 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from lightkube.core.resource import ApiInfo
-from lightkube.generic_resource import (
-    GenericGlobalResource,
-    GenericGlobalStatus,
-    GenericNamespacedResource,
-    GenericNamespacedStatus,
-    create_api_info,
-)
+from aitenant.runtime.lightkube_private import resource_class
 
 
 @dataclass(frozen=True)
@@ -52,20 +45,9 @@ _CLASSES: dict[Kind, Any] = {}
 def _resource_class(kind: Kind) -> Any:
     cls = _CLASSES.get(kind)
     if cls is None:
-        if kind.namespaced:
-            base, status_base = GenericNamespacedResource, GenericNamespacedStatus
-        else:
-            base, status_base = GenericGlobalResource, GenericGlobalStatus
-        info = create_api_info(kind.group, kind.version, kind.kind, kind.plural)
-        status_info = ApiInfo(
-            resource=info.resource,
-            parent=info.resource,
-            plural=info.plural,
-            verbs=["get", "patch", "put"],
-            action="status",
+        cls = resource_class(
+            kind.group, kind.version, kind.kind, kind.plural, namespaced=kind.namespaced
         )
-        status = type(f"{kind.kind}Status", (status_base,), {"_api_info": status_info})
-        cls = type(kind.kind, (base,), {"_api_info": info, "Status": status})
         _CLASSES[kind] = cls
     return cls
 

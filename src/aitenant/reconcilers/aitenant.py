@@ -65,7 +65,7 @@ from aitenant.resources import (
     MaasTenantConfig,
     Obj,
 )
-from aitenant.runtime.controller import Key, Result
+from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.requests import delete_with_preconditions
@@ -160,7 +160,7 @@ class StatusWriter:
         events: EventRecorder,
         obj: Obj,
         generation: int,
-        remember: Callable[[Obj], None] = lambda _obj: None,
+        remember: Callable[[Obj], None],
     ) -> None:
         self.client = client
         self.events = events
@@ -247,13 +247,13 @@ class AITenantReconciler:
         settings: Settings,
         events: EventRecorder,
         get_tenant: Callable[[str, str], Obj | None],
-        remember: Callable[[Obj], None] = lambda _obj: None,
-        reads: CachedReads | None = None,
-        finalize: Finalize | None = None,
+        remember: Callable[[Obj], None],
+        reads: CachedReads,
+        finalize: Finalize,
     ) -> None:
         self.client = client
         # Children (Gateway, claim, config, Roles) from informers where the manager runs them.
-        self.reads = reads or CachedReads(client)
+        self.reads = reads
         self.settings = settings
         self.events = events
         # The informer's copy, or the newer one our last write returned (``remember``).
@@ -265,12 +265,12 @@ class AITenantReconciler:
     async def reconcile(self, key: Key) -> Result:
         cached = self.get_tenant(key.namespace, key.name)
         if cached is None:
-            return Result()
+            return Done()
         started = time.perf_counter()
         tenant = AITenantView(cached)
         if tenant.deleting:
-            if contract.AITENANT_FINALIZER not in tenant.finalizers or self.finalize is None:
-                return Result()
+            if contract.AITENANT_FINALIZER not in tenant.finalizers:
+                return Done()
             status = StatusWriter(
                 self.client, self.events, cached, tenant.generation, self.remember
             )
@@ -286,9 +286,7 @@ class AITenantReconciler:
             log.info(
                 "aitenant %s: %s (%s): %s", key, failure.phase, failure.reason, failure.message
             )
-            if failure.transient:  # a 409/429/5xx on the way: soon, with backoff (not 30 s)
-                return Result(retry=True)
-            return Result(requeue_after=failure.requeue_after)
+            return after_failure(failure)
         log.info(
             "aitenant %s: %s (%s) in %.0f ms",
             key,
@@ -323,10 +321,10 @@ class AITenantReconciler:
                 contract.Message.CONFIG_NOT_READY,
             )
             await status.flush()
-            return Result(requeue_after=REQUEUE_FAILED)
+            return RequeueAfter(REQUEUE_FAILED)
         status.set_phase(contract.PHASE_ACTIVE, Reason.RECONCILED, contract.Message.RECONCILED)
         await status.flush()
-        return Result()
+        return Done()
 
     # -- steps ---------------------------------------------------------------------------------
     async def ensure_finalizer(self, tenant: AITenantView) -> Obj:
@@ -364,7 +362,7 @@ class AITenantReconciler:
                 LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
             )
         except ApiError as exc:
-            raise StepFailed(failed, api_message(exc)) from None
+            raise StepFailed(failed, api_message(exc), cause=exc) from None
         if legacy_tenant is None:
             return tenant, None
         legacy_tenant = dict(legacy_tenant)
@@ -376,7 +374,7 @@ class AITenantReconciler:
                 default_gateway_name=self.settings.gateway_name,
             )
         except legacy.MigrationError as exc:
-            raise StepFailed(failed, str(exc), requeue_after=None) from None
+            raise StepFailed(failed, str(exc), requeue_after=None, cause=exc) from None
         if patch is None:
             return tenant, legacy_tenant
         # Fill-only against the copy we decided on: a concurrent spec edit makes this a
@@ -392,6 +390,7 @@ class AITenantReconciler:
             raise StepFailed(
                 failed,
                 f"patch AITenant with legacy Tenant platform context: {api_message(exc)}",
+                cause=exc,
             ) from None
         log.info(
             "aitenant %s/%s: filled %s from legacy Tenant %s/%s",
@@ -428,7 +427,7 @@ class AITenantReconciler:
             gateway = await self.reads.get(Gateway, name, ns)
         except ApiError as exc:
             message = f"get Gateway {ns}/{name}: {api_message(exc)}"
-            raise StepFailed(Reason.GATEWAY_CHECK_FAILED, message) from None
+            raise StepFailed(Reason.GATEWAY_CHECK_FAILED, message, cause=exc) from None
         if gateway is None:
             raise StepFailed(
                 Reason.GATEWAY_CHECK_FAILED,
@@ -483,7 +482,7 @@ class AITenantReconciler:
         try:
             await self._ensure_gateway_claim(ctx)
         except ApiError as exc:
-            raise StepFailed(Reason.GATEWAY_CLAIM_FAILED, api_message(exc)) from None
+            raise StepFailed(Reason.GATEWAY_CLAIM_FAILED, api_message(exc), cause=exc) from None
 
     async def _ensure_gateway_claim(self, ctx: TenantContext) -> None:
         tenant = ctx.tenant
@@ -582,11 +581,13 @@ class AITenantReconciler:
         try:
             await self.ensure_tenant_namespace(ctx)
         except ApiError as exc:
-            raise StepFailed(Reason.TENANT_NAMESPACE_FAILED, api_message(exc)) from None
+            raise StepFailed(Reason.TENANT_NAMESPACE_FAILED, api_message(exc), cause=exc) from None
         try:
             return await self.ensure_tenant_config(ctx)
         except ApiError as exc:
-            raise StepFailed(Reason.TENANT_CONFIG_RECONCILE_FAILED, api_message(exc)) from None
+            raise StepFailed(
+                Reason.TENANT_CONFIG_RECONCILE_FAILED, api_message(exc), cause=exc
+            ) from None
 
     async def ensure_tenant_namespace(self, ctx: TenantContext) -> None:
         name = ctx.tenant_namespace
@@ -607,6 +608,7 @@ class AITenantReconciler:
                     raise StepFailed(
                         Reason.TENANT_NAMESPACE_FAILED,
                         f'create tenant namespace "{name}": {api_message(exc)}',
+                        cause=exc,
                     ) from None
                 ns = await self.client.get(Namespace, name)
         meta = ns.metadata or ObjectMeta()
@@ -627,6 +629,7 @@ class AITenantReconciler:
                 raise StepFailed(
                     Reason.TENANT_NAMESPACE_FAILED,
                     f'patch tenant namespace "{name}": {api_message(exc)}',
+                    cause=exc,
                 ) from None
 
     async def ensure_tenant_config(self, ctx: TenantContext) -> Obj:
@@ -659,10 +662,13 @@ class AITenantReconciler:
                         contract.Message.NAMESPACE_NOT_ACCEPTING,
                         phase=contract.PHASE_PENDING,
                         requeue_after=REQUEUE_NAMESPACE_PENDING,
+                        cause=exc,
                     ) from None
                 if not already_exists(exc):
                     raise StepFailed(
-                        Reason.TENANT_CONFIG_RECONCILE_FAILED, f"create {ref}: {api_message(exc)}"
+                        Reason.TENANT_CONFIG_RECONCILE_FAILED,
+                        f"create {ref}: {api_message(exc)}",
+                        cause=exc,
                     ) from None
                 config = dict(await self.client.get(MaasTenantConfig, name, namespace=ns))
         meta = config["metadata"]
@@ -694,7 +700,9 @@ class AITenantReconciler:
                 )
             except ApiError as exc:
                 raise StepFailed(
-                    Reason.TENANT_CONFIG_RECONCILE_FAILED, f"patch {ref}: {api_message(exc)}"
+                    Reason.TENANT_CONFIG_RECONCILE_FAILED,
+                    f"patch {ref}: {api_message(exc)}",
+                    cause=exc,
                 ) from None
         await self.retire_legacy_tenant(ctx, config)
         return config
@@ -723,7 +731,7 @@ class AITenantReconciler:
             except ApiError as exc:
                 if is_not_found(exc):
                     return
-                raise StepFailed(failed, api_message(exc)) from None
+                raise StepFailed(failed, api_message(exc), cause=exc) from None
             log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
         if not legacy.removal_verified(
             config=config,
@@ -747,7 +755,9 @@ class AITenantReconciler:
             if is_not_found(exc):
                 return
             raise StepFailed(
-                failed, f"delete migrated legacy Tenant {ns}/{name}: {api_message(exc)}"
+                failed,
+                f"delete migrated legacy Tenant {ns}/{name}: {api_message(exc)}",
+                cause=exc,
             ) from None
         log.info("aitenant %s: migrated legacy Tenant %s/%s removed", tenant.name, ns, name)
 
@@ -773,7 +783,9 @@ class AITenantReconciler:
         ref = f"Role {namespace}/{name}"
 
         def failed(what: str, exc: ApiError) -> StepFailed:
-            return StepFailed(Reason.RBAC_RECONCILE_FAILED, f"{what} {ref}: {api_message(exc)}")
+            return StepFailed(
+                Reason.RBAC_RECONCILE_FAILED, f"{what} {ref}: {api_message(exc)}", cause=exc
+            )
 
         try:
             role = await self.reads.get(Role, name, namespace)

@@ -45,7 +45,7 @@ from aitenant.reconcilers.aitenant import (
 from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
 from aitenant.resources import AITenant, AITenantView, GatewayAuthPolicy, MaasTenantConfig
-from aitenant.runtime.controller import Result
+from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder
 from aitenant.settings import Settings, format_duration
 
@@ -57,7 +57,7 @@ DEFAULT_GATEWAY_AUTH_POLICY = "maas-gateway-auth"
 
 
 class DeletionBlocked(Exception):
-    """A cleanup step failed; the status says why and the runtime retries with backoff."""
+    """A cleanup step failed; the status says why and the key is retried with backoff."""
 
 
 def parse_time(value: str) -> dt.datetime:
@@ -90,7 +90,7 @@ class TenantFinalizer:
         except StepFailed:
             await self.delete_gateway_claims(tenant)
             await self.remove_finalizer(status.obj)
-            return Result()
+            return Done()
         ctx = self._context(tenant, tns)
         if self._timed_out(tenant):
             return await self.force_cleanup(ctx, status)
@@ -105,13 +105,13 @@ class TenantFinalizer:
         try:
             await self.ensure_api_keys_revoked(ctx, status)
             if not await self.delete_tenant_config(ctx):
-                return Result(requeue_after=REQUEUE_CONFIG_CLEANUP)
+                return RequeueAfter(REQUEUE_CONFIG_CLEANUP)
             await self.delete_tenant_rbac(ctx)
             await self.release_tenant_namespace(ctx)
         except DeletionBlocked as blocked:
             status.set_phase(contract.PHASE_TERMINATING, Reason.DELETION_BLOCKED, str(blocked))
             await status.flush()
-            raise
+            return Retry(str(blocked))
         await self.delete_gateway_auth_policy(ctx)
         await self.delete_gateway_claims(tenant)
         await self.release_infra_namespace_labels(ctx)
@@ -119,7 +119,7 @@ class TenantFinalizer:
         log.info(
             "aitenant %s/%s: cleanup finished, finalizer removed", tenant.namespace, tenant.name
         )
-        return Result()
+        return Done()
 
     def _context(self, tenant: AITenantView, tns: str) -> TenantContext:
         ref = tenant.status.get("gatewayRef") or {}
@@ -362,4 +362,4 @@ class TenantFinalizer:
         log.warning(
             "aitenant %s/%s: deletion timeout, finalizer removed", tenant.namespace, tenant.name
         )
-        return Result()
+        return Done()

@@ -77,7 +77,7 @@ from aitenant.resources import (
     annotations_of,
     labels_of,
 )
-from aitenant.runtime.controller import Key, Result
+from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
@@ -314,14 +314,12 @@ class TenantConfigReconciler:
         self._issued: dict[str, certs.ServingCert] = {}
         # The config generation the user-metrics privacy warning was last logged for.
         self._warned_user_metrics: dict[Key, int] = {}
-        # Server-side applies of the last pass, per config (figures and tests).
-        self.last_writes: dict[Key, int] = {}
 
     async def reconcile(self, key: Key) -> Result:
         config = self.get_config(key.namespace, key.name)
         if config is None:
             self._rendered.pop(key, None)
-            return Result()
+            return Done()
         if not in_scope(config, self.settings):
             if has_leftover_finalizer(config, self.settings):
                 # The only write for a config we do not serve; nothing is deleted for it.
@@ -331,7 +329,7 @@ class TenantConfigReconciler:
                     key,
                     contract.TENANT_CONFIG_FINALIZER,
                 )
-            return Result()
+            return Done()
         meta = config["metadata"]
         if meta.get("deletionTimestamp"):
             return await self.reconcile_delete(key, config)
@@ -343,14 +341,12 @@ class TenantConfigReconciler:
         try:
             result = await self._reconcile_live(key, config, status, generation)
         except FirstRollout:
-            return Result(requeue_after=REQUEUE_FIRST_ROLLOUT)
+            return RequeueAfter(REQUEUE_FIRST_ROLLOUT)
         except StepFailed as failure:
             conditions.set_phase(status, failure.phase, failure.reason, failure.message, generation)
             await self.write_status(config, status)
             log.info("maastenantconfig %s: %s: %s", key, failure.reason, failure.message)
-            if failure.transient:
-                return Result(retry=True)
-            return Result(requeue_after=failure.requeue_after)
+            return after_failure(failure)
         await self.write_status(config, status)
         log.debug(
             "maastenantconfig %s: %s in %.0f ms",
@@ -406,7 +402,6 @@ class TenantConfigReconciler:
             if exc.transient:  # retried soon, with backoff; nothing to tell the tenant yet
                 raise exc.cause from None
             raise StepFailed(Reason.APPLY_FAILED, str(exc)) from None
-        self.last_writes[key] = report.writes
         if report.writes:
             log.info(
                 "maastenantconfig %s: applied %s; created %s",
@@ -436,7 +431,7 @@ class TenantConfigReconciler:
             contract.ConfigMessage.RECONCILED,
             generation,
         )
-        return Result(requeue_after=RESYNC_READY)
+        return RequeueAfter(RESYNC_READY)
 
     # -- steps ---------------------------------------------------------------------------------
     async def ensure_finalizer(self, config: Obj) -> Obj:
@@ -636,15 +631,15 @@ class TenantConfigReconciler:
     # -- deletion ------------------------------------------------------------------------------
     async def reconcile_delete(self, key: Key, config: Obj) -> Result:
         if contract.TENANT_CONFIG_FINALIZER not in (config["metadata"].get("finalizers") or []):
-            return Result()
+            return Done()
         if await self.delete_maas_resources(key.namespace):
-            return Result(requeue_after=REQUEUE_WAIT_FOR_CRS)
+            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
         if not await self.cleanup_platform(config):
-            return Result(requeue_after=REQUEUE_WAIT_FOR_CRS)
+            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
         await self.remove_finalizer(config)
         self._rendered.pop(key, None)
         log.info("maastenantconfig %s: tenant cleanup finished", key)
-        return Result()
+        return Done()
 
     async def delete_maas_resources(self, namespace: str) -> bool:
         """Delete MaaSSubscriptions, then MaaSAuthPolicies; True while any still exist."""

@@ -1,12 +1,16 @@
 """Controllers: a work queue drained by workers that call a reconciler.
 
-The one place that interprets reconcile outcomes (controller-runtime's contract):
+A reconcile ends in exactly one of three outcomes, each its own type, so a contradictory one
+(retry *and* requeue after 30 s) cannot be built:
 
-* ``Result()``: done; the key's backoff is forgotten.
-* ``Result(requeue_after=s)``: expected wait; backoff forgotten, key re-queued after ``s``.
-* ``Result(retry=True)``: a transient failure already reported (e.g. in the status);
-  re-queued with per-key exponential backoff, like an exception.
-* an exception: unexpected failure; re-queued with per-key exponential backoff.
+* ``Done()``: nothing more to do until an event; the key's backoff is forgotten.
+* ``RequeueAfter(s)``: an expected wait; backoff forgotten, the key is queued again after ``s``.
+* ``Retry(why)``: a failure worth trying again soon (already reported, e.g. in the status);
+  queued again with per-key exponential backoff, which grows while the failure lasts.
+
+An exception escaping the reconciler is an unexpected failure: ``settle`` turns it into
+``Retry``, so every outcome goes through the one ``match`` there (controller-runtime's
+contract). ``after_failure`` maps a reported ``StepFailed`` to its outcome.
 """
 
 from __future__ import annotations
@@ -16,8 +20,9 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NamedTuple
+from typing import NamedTuple, TypeAlias
 
+from aitenant.errors import StepFailed
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.queue import ShutDown, WorkQueue
 
@@ -32,13 +37,40 @@ class Key(NamedTuple):
         return f"{self.namespace}/{self.name}" if self.namespace else self.name
 
 
-@dataclass(frozen=True)
-class Result:
-    requeue_after: float | None = None
-    retry: bool = False
+@dataclass(frozen=True, slots=True)
+class Done:
+    """Nothing more to do until an event brings the key back."""
 
 
+@dataclass(frozen=True, slots=True)
+class RequeueAfter:
+    """Look again after ``seconds`` (waiting on something no watch reports)."""
+
+    seconds: float
+
+    def __post_init__(self) -> None:
+        if not self.seconds > 0:
+            raise ValueError(f"RequeueAfter needs a positive delay, not {self.seconds!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Retry:
+    """Try again soon, with the key's exponential backoff; ``why`` is logged."""
+
+    why: str = ""
+
+
+Result: TypeAlias = Done | RequeueAfter | Retry
 Reconcile = Callable[[Key], Awaitable[Result]]
+
+
+def after_failure(failure: StepFailed) -> Result:
+    """The outcome of a reported step failure: backoff for a transient one, else its wait."""
+    if failure.transient:
+        return Retry(failure.message)
+    if failure.requeue_after is None:
+        return Done()
+    return RequeueAfter(failure.requeue_after)
 
 
 class Controller:
@@ -83,33 +115,33 @@ class Controller:
             finally:
                 self.queue.done(key)
 
-    async def process(self, key: Key) -> None:
+    async def process(self, key: Key) -> Result:
+        """Reconcile ``key`` once and schedule what its outcome asks for; returns the outcome."""
         started = time.perf_counter()
         try:
             result = await self.reconcile(key)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            delay = self.queue.add_rate_limited(key)
-            self.metrics.reconcile_total.labels(self.name, "error").inc()
-            log.warning(
-                "%s %s: reconcile failed, retry in %.2fs: %s",
-                self.name,
-                key,
-                delay,
-                exc,
-                exc_info=log.isEnabledFor(logging.DEBUG),
-            )
-            return
+            log.debug("%s %s: reconcile raised", self.name, key, exc_info=True)
+            result = Retry(f"reconcile failed: {exc!r}")
         finally:
             self.metrics.reconcile_seconds.labels(self.name).observe(time.perf_counter() - started)
-        if result.retry:
-            self.queue.add_rate_limited(key)
-            self.metrics.reconcile_total.labels(self.name, "error").inc()
-            return
-        self.queue.forget(key)
-        if result.requeue_after is not None:
-            self.queue.add_after(key, result.requeue_after)
-            self.metrics.reconcile_total.labels(self.name, "requeue").inc()
-        else:
-            self.metrics.reconcile_total.labels(self.name, "success").inc()
+        self.settle(key, result)
+        return result
+
+    def settle(self, key: Key, result: Result) -> None:
+        """The one place that turns an outcome into queue operations and metrics."""
+        match result:
+            case Retry(why=why):
+                delay = self.queue.add_rate_limited(key)
+                outcome = "error"
+                log.warning("%s %s: retry in %.2fs: %s", self.name, key, delay, why or "-")
+            case RequeueAfter(seconds=seconds):
+                self.queue.forget(key)
+                self.queue.add_after(key, seconds)
+                outcome = "requeue"
+            case Done():
+                self.queue.forget(key)
+                outcome = "success"
+        self.metrics.reconcile_total.labels(self.name, outcome).inc()

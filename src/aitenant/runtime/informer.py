@@ -26,6 +26,8 @@ from typing import Any, Literal
 
 from lightkube import ApiError, AsyncClient
 
+from aitenant.runtime.lightkube_private import resource_kind
+
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
@@ -87,7 +89,7 @@ class Informer:
     ) -> None:
         self.client = client
         self.resource = resource
-        self.kind: str = resource._api_info.resource.kind
+        self.kind: str = resource_kind(resource)
         self.namespace = namespace
         self.labels = labels
         self.watch_timeout = watch_timeout

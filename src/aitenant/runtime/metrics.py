@@ -83,22 +83,8 @@ class Metrics:
         self.reconcile_seconds.labels(name)
         self.queue_depth.labels(name).set(0)
 
-    def api_count(self, verbs: Iterable[str] | None = None) -> float:
-        """Requests seen so far, optionally only those with one of ``verbs`` (tests, benches)."""
-        total = 0.0
-        for metric in self.api_requests.collect():
-            for sample in metric.samples:
-                if not sample.name.endswith("_total"):
-                    continue
-                if verbs is None or sample.labels["verb"] in verbs:
-                    total += sample.value
-        return total
-
     def render(self) -> bytes:
         return generate_latest(self.registry)
-
-
-WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
 
 
 def _parse_time(value: object) -> datetime.datetime | None:

@@ -27,7 +27,6 @@ class CachedReads:
     def __init__(self, client: AsyncClient) -> None:
         self.client = client
         self._informers: dict[Any, Informer] = {}
-        self.api_reads = 0  # reads that went to the API
 
     def serve(self, informer: Informer) -> None:
         self._informers[informer.resource] = informer
@@ -45,7 +44,6 @@ class CachedReads:
         hit = informer.get(namespace or "", name) if informer is not None else None
         if hit is not None:
             return _plain(resource.from_dict(hit))
-        self.api_reads += 1
         return _plain(await get_or_none(self.client, resource, name, namespace))
 
     async def list(self, resource: Any, namespace: str, labels: dict[str, str]) -> list[Any]:
@@ -54,7 +52,6 @@ class CachedReads:
         informer = self.informer(resource, namespace)
         if informer is not None and informer.namespace == namespace and informer.labels == labels:
             return [resource.from_dict(obj) for obj in informer.list()]
-        self.api_reads += 1
         selector: Any = (
             labels  # lightkube's LabelSelector also takes operators; ours are equalities
         )

@@ -4,8 +4,9 @@
 
 ``delete_with_preconditions``: a DELETE whose ``DeleteOptions`` body carries preconditions, so
 the API server refuses (409) unless the object still has the UID and resourceVersion the
-caller decided on. lightkube's ``delete`` sends no body; this reuses its request building,
-authentication and error mapping (``ApiError``), so callers see the same exceptions.
+caller decided on. lightkube's ``delete`` sends no body; ``lightkube_private.delete_with_body``
+reuses its request building, authentication and error mapping (``ApiError``), so callers see
+the same exceptions.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 
 from aitenant.errors import is_not_found
+from aitenant.runtime.lightkube_private import delete_with_body
 
 
 async def get_or_none(
@@ -44,8 +46,5 @@ async def delete_with_preconditions(
     preconditions = {
         key: value for key, value in (("uid", uid), ("resourceVersion", resource_version)) if value
     }
-    generic: Any = client._client  # pyright: ignore[reportPrivateUsage]
-    request = generic.prepare_request("delete", res=resource, name=name, namespace=namespace)
-    request.data = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
-    response = await generic.send(generic.build_adapter_request(request))
-    generic.handle_response("delete", response, request)
+    body = {"apiVersion": "v1", "kind": "DeleteOptions", "preconditions": preconditions}
+    await delete_with_body(client, resource, name, namespace=namespace, body=body)

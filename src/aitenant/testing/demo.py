@@ -6,6 +6,10 @@ Brings up etcd + kube-apiserver + kube-controller-manager on loopback (or, with
 ``red-team``, and prints ``kubectl get aitenants``. The controller renders the tenant's maas-api
 platform; with no kubelet to run it, the demo marks the maas-api Deployment Available as the
 deployment controller would. Then it keeps running until Ctrl-C (``--once`` to exit).
+
+The controller listens on loopback only, on ports picked free at start. If it exits, the demo
+notices at once, prints its last log lines and what to do, and exits 1 (no traceback); so it
+does when the tenant is not Ready in time.
 """
 
 from __future__ import annotations
@@ -19,18 +23,93 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Sequence
 from pathlib import Path
+from typing import TypeVar
 
-from lightkube import AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig
 
 from aitenant import contract
 from aitenant.resources import AITenant
 from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster, kube_bin_dir
+from aitenant.testing.cluster import LocalCluster, free_port, kube_bin_dir
 
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 TENANT = "red-team"
+LOG_LINES = 20
+T = TypeVar("T")
+
+
+class DemoFailed(Exception):
+    """The demo cannot go on; the message says what happened and what to do."""
+
+
+def controller_command(kubeconfig: Path, ca_file: Path, ca_key_file: Path) -> list[str]:
+    """``aitenant-controller`` for the demo: every server on loopback, on free ports."""
+    return [
+        sys.executable,
+        "-m",
+        "aitenant",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--gateway-namespace",
+        GATEWAY_NS,
+        "--controller-namespace",
+        INFRA_NS,
+        "--enable-tenant-namespace-discovery",
+        "--manage-default-tenant=false",
+        f"--maas-api-ca-file={ca_file}",
+        f"--maas-api-ca-key-file={ca_key_file}",
+        "--webhook-port=0",
+        "--bind-address=127.0.0.1",
+        f"--metrics-port={free_port()}",
+        f"--health-port={free_port()}",
+    ]
+
+
+async def start_controller(command: Sequence[str], log_path: Path) -> asyncio.subprocess.Process:
+    """Start the controller with its output appended to ``log_path``."""
+    with log_path.open("ab") as log:
+        return await asyncio.create_subprocess_exec(*command, stdout=log, stderr=subprocess.STDOUT)
+
+
+def last_lines(log_path: Path, count: int = LOG_LINES) -> str:
+    try:
+        lines = log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return "  (no log)"
+    return "\n".join(f"  {line}" for line in lines[-count:]) or "  (the log is empty)"
+
+
+async def while_running(
+    controller: asyncio.subprocess.Process, work: Awaitable[T], log_path: Path, what: str
+) -> T:
+    """``work``'s result, unless the controller exits first (DemoFailed at once)."""
+    step = asyncio.ensure_future(work)
+    exited = asyncio.ensure_future(controller.wait())
+    try:
+        await asyncio.wait({step, exited}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        exited.cancel()
+    if step.done():
+        try:
+            return step.result()
+        except (TimeoutError, OSError, ApiError) as exc:
+            raise DemoFailed(
+                f"{what} failed: {exc}\n\nThe controller's last log lines ({log_path}):\n"
+                f"{last_lines(log_path)}\n\nWhat to do: look for an error above; if the "
+                "controller looks stuck, run the demo again (`scripts/dev demo`)."
+            ) from None
+    step.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await step
+    raise DemoFailed(
+        f"The controller exited with code {controller.returncode} while the demo was "
+        f"waiting for: {what}.\n\nIts last log lines ({log_path}):\n{last_lines(log_path)}\n\n"
+        "What to do: fix what the log names (a flag, the cluster, a port in use), then run "
+        "the demo again (`scripts/dev demo`)."
+    )
 
 
 def kubectl() -> str:
@@ -64,45 +143,14 @@ async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
     ca_file, ca_key_file = samples.write_ca(workdir / "maas-api-ca")
 
     log_path = workdir / "controller.log"
-    with log_path.open("ab") as log:
-        controller = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "aitenant",
-                "--kubeconfig",
-                str(kubeconfig),
-                "--gateway-namespace",
-                GATEWAY_NS,
-                "--controller-namespace",
-                INFRA_NS,
-                "--enable-tenant-namespace-discovery",
-                "--manage-default-tenant=false",
-                f"--maas-api-ca-file={ca_file}",
-                f"--maas-api-ca-key-file={ca_key_file}",
-                "--webhook-port=0",
-                "--bind-address=127.0.0.1",
-            ],
-            stdout=log,
-            stderr=subprocess.STDOUT,
-        )
+    controller = await start_controller(
+        controller_command(kubeconfig, ca_file, ca_key_file), log_path
+    )
     simulator = asyncio.create_task(samples.DeploymentAvailability(client).run())
     try:
-        # The controller creates the AITenant infrastructure namespace when it starts.
-        await samples.wait_namespace(client, contract.DEFAULT_AITENANT_NAMESPACE, 60)
-        await samples.create_gateway(client, samples.gateway(TENANT, GATEWAY_NS))
-        await samples.create_aitenant(
-            client,
-            samples.aitenant(
-                TENANT,
-                gateway_name=TENANT,
-                oidc={
-                    "issuerUrl": "https://keycloak.example.com/realms/red-team",
-                    "clientId": "red-team-maas",
-                },
-            ),
+        seconds = await while_running(
+            controller, create_tenant(client), log_path, f"AITenant {TENANT} to be Ready"
         )
-        seconds = await wait_ready(client, 60)
         print(f"\nAITenant {TENANT} is Ready ({seconds:.2f}s after it was created).\n")
         subprocess.run([kubectl(), "get", "aitenants", "-A"], env=env, check=True)
         print(
@@ -121,18 +169,52 @@ async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
+            await while_running(controller, stop.wait(), log_path, "Ctrl-C")
         return 0
     finally:
         simulator.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await simulator
-        controller.send_signal(signal.SIGTERM)
-        try:
-            controller.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            controller.kill()
+        await stop_controller(controller)
         await client.close()
+
+
+async def create_tenant(client: AsyncClient) -> float:
+    """The sample Gateway and AITenant; seconds from its creation to Ready."""
+    # The controller creates the AITenant infrastructure namespace when it starts.
+    await samples.wait_namespace(client, contract.DEFAULT_AITENANT_NAMESPACE, 60)
+    await samples.create_gateway(client, samples.gateway(TENANT, GATEWAY_NS))
+    await samples.create_aitenant(
+        client,
+        samples.aitenant(
+            TENANT,
+            gateway_name=TENANT,
+            oidc={
+                "issuerUrl": "https://keycloak.example.com/realms/red-team",
+                "clientId": "red-team-maas",
+            },
+        ),
+    )
+    return await wait_ready(client, 60)
+
+
+async def stop_controller(controller: asyncio.subprocess.Process) -> None:
+    if controller.returncode is not None:
+        return
+    controller.send_signal(signal.SIGTERM)
+    try:
+        await asyncio.wait_for(controller.wait(), 15)
+    except TimeoutError:
+        controller.kill()
+        await controller.wait()
+
+
+def run_demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
+    try:
+        return asyncio.run(demo(kubeconfig, workdir, once))
+    except DemoFailed as failed:
+        print(f"\ndemo: {failed}", file=sys.stderr)
+        return 1
 
 
 def main() -> None:
@@ -149,11 +231,17 @@ def main() -> None:
         kubeconfig = Path(os.environ.get("KUBECONFIG", Path.home() / ".kube" / "config"))
         workdir = Path.cwd() / ".demo"
         workdir.mkdir(exist_ok=True)
-        raise SystemExit(asyncio.run(demo(kubeconfig, workdir, args.once)))
+        raise SystemExit(run_demo(kubeconfig, workdir, args.once))
     with LocalCluster() as cluster:
         assert cluster.workdir is not None
         print(f"Local control plane up at {cluster.server} (files in {cluster.workdir})")
-        code = asyncio.run(demo(cluster.kubeconfig, cluster.workdir, args.once))
+        code = run_demo(cluster.kubeconfig, cluster.workdir, args.once)
+        if code and not os.environ.get("AITENANT_KEEP_CLUSTER"):
+            print(
+                "(The local control plane's files, the controller log among them, are removed "
+                "now; AITENANT_KEEP_CLUSTER=1 keeps them.)",
+                file=sys.stderr,
+            )
     raise SystemExit(code)
 
 

@@ -89,7 +89,6 @@ class Verdict:
     allowed: bool
     message: str = ""
     code: int = 200
-    warnings: tuple[str, ...] = ()
 
 
 def allow() -> Verdict:
@@ -441,7 +440,6 @@ class AdmissionResponse(TypedDict):
     uid: str
     allowed: bool
     status: NotRequired[AdmissionStatus]
-    warnings: NotRequired[list[str]]
 
 
 class AdmissionReviewResponse(TypedDict):
@@ -470,8 +468,6 @@ def _reply(uid: str, verdict: Verdict) -> tuple[int, dict[str, Any]]:
             reason=_REASONS.get(verdict.code, "Forbidden"),
             message=verdict.message,
         )
-    if verdict.warnings:
-        response["warnings"] = list(verdict.warnings)
     review_response = AdmissionReviewResponse(
         apiVersion=ADMISSION_API_VERSION, kind=ADMISSION_REVIEW_KIND, response=response
     )

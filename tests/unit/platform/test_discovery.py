@@ -4,8 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
+import pytest
+
 from aitenant.platform import kinds
-from aitenant.platform.discovery import ApiDiscovery, discovery_path
+from aitenant.platform.discovery import ApiDiscovery, discovery_path, http_fetch
+
+from ..scripted_api import ScriptedApi, ok, status
 
 
 class FakeServer:
@@ -81,3 +86,13 @@ async def test_served_versions_are_cached_and_missing_ones_asked_again_soon() ->
     server.time = 301
     assert await discovery.serves(kinds.HTTP_ROUTE)
     assert server.requests[-1] == "/apis/gateway.networking.k8s.io/v1"
+
+
+async def test_http_fetch_answers_documents_none_for_404_and_raises_on_other_answers() -> None:
+    api = ScriptedApi().on("GET", "/apis/batch/v1", ok({"resources": [{"name": "cronjobs"}]}))
+    api.on("GET", "/apis/example.com/v1", status(503, "ServiceUnavailable"))
+    fetch = http_fetch(api.client())
+    assert await fetch("/apis/batch/v1") == {"resources": [{"name": "cronjobs"}]}
+    assert await fetch("/apis/gateway.networking.k8s.io/v1") is None
+    with pytest.raises(httpx2.HTTPStatusError, match="503"):
+        await fetch("/apis/example.com/v1")

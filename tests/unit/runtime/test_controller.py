@@ -4,10 +4,23 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx2
 import pytest
+from lightkube import ApiError
 
-from aitenant.runtime.controller import Controller, Key, Result
+from aitenant.errors import StepFailed
+from aitenant.runtime.controller import (
+    Controller,
+    Done,
+    Key,
+    RequeueAfter,
+    Result,
+    Retry,
+    after_failure,
+)
 from aitenant.runtime.metrics import Metrics
+
+KEY = Key("ns", "a")
 
 
 def sample(metrics: Metrics, name: str, **labels: str) -> float:
@@ -15,66 +28,145 @@ def sample(metrics: Metrics, name: str, **labels: str) -> float:
     return value or 0.0
 
 
+def count(metrics: Metrics, result: str) -> float:
+    return sample(metrics, "aitenant_reconcile_total", controller="t", result=result)
+
+
+def api_error(code: int) -> ApiError:
+    request = httpx2.Request("GET", "https://api.invalid/x")
+    status = {"kind": "Status", "code": code, "message": f"answer {code}"}
+    return ApiError(request=request, response=httpx2.Response(code, request=request, json=status))
+
+
+def returning(*results: Result) -> Controller:
+    """A controller whose reconcile returns ``results`` in turn, with fresh metrics."""
+    outcomes = list(results)
+
+    async def reconcile(key: Key) -> Result:
+        return outcomes.pop(0)
+
+    return Controller("t", reconcile, metrics=Metrics(), workers=1)
+
+
 async def test_error_requeues_with_backoff_and_success_forgets() -> None:
     metrics = Metrics()
     calls: list[Key] = []
+    done = asyncio.Event()
 
     async def reconcile(key: Key) -> Result:
         calls.append(key)
         if len(calls) < 3:
-            raise RuntimeError("transient")
-        return Result()
+            raise RuntimeError("boom")
+        done.set()
+        return Done()
 
     ctl = Controller("t", reconcile, metrics=metrics, workers=1)
-    key = Key("ns", "a")
     runner = asyncio.create_task(ctl.run())
-    ctl.enqueue(key)
-    for _ in range(100):
-        if len(calls) >= 3:
-            break
-        await asyncio.sleep(0.02)
+    ctl.enqueue(KEY)
+    await asyncio.wait_for(done.wait(), 5)
     runner.cancel()
     with pytest.raises(asyncio.CancelledError):
         await runner
-    assert calls == [key, key, key]
-    assert ctl.queue.failures(key) == 0
-    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="error") == 2
-    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="success") == 1
+    assert calls == [KEY, KEY, KEY]
+    assert ctl.queue.failures(KEY) == 0
+    assert count(metrics, "error") == 2
+    assert count(metrics, "success") == 1
 
 
-async def test_requeue_after_schedules_the_key_and_counts_requeue() -> None:
-    metrics = Metrics()
-    ctl = Controller("t", lambda key: _requeue(), metrics=metrics, workers=1)
-    await ctl.process(Key("ns", "a"))
+async def test_an_exception_is_a_retry_with_backoff() -> None:
+    async def reconcile(key: Key) -> Result:
+        raise api_error(500)
+
+    ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
+    result = await ctl.process(KEY)
+    assert isinstance(result, Retry)
+    assert "answer 500" in result.why
+    assert ctl.queue.failures(KEY) == 1
     assert ctl.queue.waiting == 1
-    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="requeue") == 1
     ctl.queue.shutdown()
 
 
-async def test_retry_backs_off_like_an_error_and_keeps_counting() -> None:
-    metrics = Metrics()
+async def test_requeue_after_schedules_the_key_forgets_the_backoff_and_counts_requeue() -> None:
+    ctl = returning(Retry("first"), RequeueAfter(30))
+    await ctl.process(KEY)
+    assert ctl.queue.failures(KEY) == 1
+    assert await ctl.process(KEY) == RequeueAfter(30)
+    assert ctl.queue.failures(KEY) == 0, "an expected wait is not a failure"
+    assert ctl.queue.waiting == 1
+    assert len(ctl.queue) == 0, "not queued now: after 30 s"
+    assert count(ctl.metrics, "requeue") == 1
+    ctl.queue.shutdown()
+
+
+async def test_retry_backs_off_and_the_backoff_grows_while_it_lasts() -> None:
+    ctl = returning(Retry("conflict"), Retry("conflict"))
+    await ctl.process(KEY)
+    await ctl.process(KEY)
+    assert ctl.queue.failures(KEY) == 2
+    assert ctl.queue.waiting == 1
+    assert count(ctl.metrics, "error") == 2
+    assert count(ctl.metrics, "requeue") == 0
+    ctl.queue.shutdown()
+
+
+async def test_done_schedules_nothing_and_forgets_the_backoff() -> None:
+    ctl = returning(Retry(), Done())
+    await ctl.process(KEY)
+    ctl.queue.shutdown()  # cancels the backoff timer: only Done's effect is left to see
+    await ctl.process(KEY)
+    assert ctl.queue.failures(KEY) == 0
+    assert ctl.queue.waiting == 0
+    assert len(ctl.queue) == 0
+    assert count(ctl.metrics, "success") == 1
+
+
+def test_contradictory_results_cannot_be_built() -> None:
+    with pytest.raises(TypeError):
+        Retry(requeue_after=30)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    with pytest.raises(TypeError):
+        RequeueAfter(30, retry=True)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    with pytest.raises(TypeError):
+        Done(30)  # type: ignore[call-arg]  # pyright: ignore[reportCallIssue]
+    for delay in (0, -1.0):
+        with pytest.raises(ValueError, match="positive delay"):
+            RequeueAfter(delay)
+
+
+def test_a_step_failure_maps_to_one_outcome() -> None:
+    cause = api_error(503)
+    transient = StepFailed("GatewayClaimFailed", "busy", requeue_after=30, cause=cause)
+    assert after_failure(transient) == Retry("busy"), "backoff, not the 30 s wait"
+    assert after_failure(StepFailed("GatewayCheckFailed", "no gateway")) == RequeueAfter(30)
+    lasting = StepFailed("GatewayClaimFailed", "forbidden", cause=api_error(403))
+    assert after_failure(lasting) == RequeueAfter(30)
+    assert after_failure(StepFailed("InvalidPlacement", "bad", requeue_after=None)) == Done()
+
+
+async def test_a_step_failure_raised_inside_an_except_block_is_not_retried_with_backoff() -> None:
+    """The reported failure says what it is; the 503 being handled does not leak into it."""
+    contexts: list[BaseException | None] = []
 
     async def reconcile(key: Key) -> Result:
-        return Result(retry=True, requeue_after=30)
+        try:
+            try:
+                raise api_error(503)
+            except ApiError:
+                raise StepFailed("TenantNamespaceFailed", "terminating", requeue_after=5)  # noqa: B904
+        except StepFailed as failure:
+            contexts.append(failure.__context__)
+            return after_failure(failure)
 
-    ctl = Controller("t", reconcile, metrics=metrics, workers=1)
-    key = Key("ns", "a")
-    await ctl.process(key)
-    await ctl.process(key)
-    assert ctl.queue.failures(key) == 2, "the backoff grows while the failure lasts"
-    assert ctl.queue.waiting == 1
-    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="error") == 2
-    assert sample(metrics, "aitenant_reconcile_total", controller="t", result="requeue") == 0
+    ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
+    assert await ctl.process(KEY) == RequeueAfter(5)
+    assert isinstance(contexts[0], ApiError), "the 503 was the context, and was not read"
+    assert ctl.queue.failures(KEY) == 0
+    assert count(ctl.metrics, "requeue") == 1
     ctl.queue.shutdown()
-
-
-async def _requeue() -> Result:
-    return Result(requeue_after=30)
 
 
 def test_metrics_are_zero_initialised() -> None:
     metrics = Metrics()
-    Controller("c", lambda key: _requeue(), metrics=metrics)
+    Controller("c", lambda key: asyncio.sleep(0, Done()), metrics=metrics)
     text = metrics.render().decode()
     for result in ("success", "requeue", "error"):
         assert f'aitenant_reconcile_total{{controller="c",result="{result}"}} 0.0' in text

@@ -6,20 +6,12 @@ import asyncio
 import json
 from typing import Any
 
-import httpx2
-from lightkube import AsyncClient, KubeConfig
+from lightkube import AsyncClient
 
 from aitenant.resources import AITenant
 from aitenant.runtime.informer import Informer, as_dict, is_newer
 
-CONFIG = KubeConfig.from_dict(
-    {
-        "clusters": [{"name": "c", "cluster": {"server": "https://api.test"}}],
-        "users": [{"name": "u", "user": {"token": "t"}}],
-        "contexts": [{"name": "x", "context": {"cluster": "c", "user": "u"}}],
-        "current-context": "x",
-    }
-)
+from ..scripted_api import CONFIG, ScriptedApi, listing, status, stream
 
 
 def tenant(name: str, rv: str, generation: int = 1) -> dict[str, Any]:
@@ -36,32 +28,12 @@ def tenant(name: str, rv: str, generation: int = 1) -> dict[str, Any]:
     }
 
 
-def listing(items: list[dict[str, Any]], rv: str) -> httpx2.Response:
-    return httpx2.Response(
-        200, json={"kind": "AITenantList", "metadata": {"resourceVersion": rv}, "items": items}
-    )
+PATH = "/apis/maas.opendatahub.io/v1alpha1/aitenants"
+DONE = status(500, message="done")  # every later watch fails: the informer keeps retrying
 
 
-def stream(*events: dict[str, Any]) -> httpx2.Response:
-    body = "".join(json.dumps(e) + "\n" for e in events)
-    return httpx2.Response(200, content=body.encode())
-
-
-class ScriptedApi:
-    """Answers list and watch requests from queues of prepared responses."""
-
-    def __init__(self, lists: list[httpx2.Response], watches: list[httpx2.Response]) -> None:
-        self.lists = lists
-        self.watches = watches
-        self.watch_versions: list[str | None] = []
-
-    def __call__(self, request: httpx2.Request) -> httpx2.Response:
-        if request.url.params.get("watch"):
-            self.watch_versions.append(request.url.params.get("resourceVersion"))
-            if self.watches:
-                return self.watches.pop(0)
-            return httpx2.Response(500, json={"kind": "Status", "code": 500, "message": "done"})
-        return self.lists.pop(0)
+def watch_versions(api: ScriptedApi) -> list[str | None]:
+    return [s.params.get("resourceVersion") for s in api.sent if s.verb == "WATCH"]
 
 
 async def run_until(informer: Informer, done: asyncio.Event) -> None:
@@ -74,27 +46,23 @@ async def run_until(informer: Informer, done: asyncio.Event) -> None:
 
 
 async def test_relists_on_410_and_emits_the_difference() -> None:
-    api = ScriptedApi(
-        lists=[
-            listing([tenant("a", "10"), tenant("b", "11")], "11"),
-            listing([tenant("a", "20", generation=2), tenant("c", "21")], "21"),
-        ],
-        watches=[
-            stream(
-                {"type": "MODIFIED", "object": tenant("a", "12")},
-                {
-                    "type": "ERROR",
-                    "object": {
-                        "kind": "Status",
-                        "code": 410,
-                        "message": "too old",
-                        "reason": "Gone",
-                    },
-                },
-            ),
-        ],
+    api = ScriptedApi()
+    api.on(
+        "GET",
+        PATH,
+        listing([tenant("a", "10"), tenant("b", "11")], "11"),
+        listing([tenant("a", "20", generation=2), tenant("c", "21")], "21"),
     )
-    client = AsyncClient(CONFIG, transport=httpx2.MockTransport(api))
+    gone = {"kind": "Status", "code": 410, "message": "too old", "reason": "Gone"}
+    api.on(
+        "WATCH",
+        PATH,
+        stream(
+            {"type": "MODIFIED", "object": tenant("a", "12")}, {"type": "ERROR", "object": gone}
+        ),
+        DONE,
+    )
+    client = api.client()
     informer = Informer(client, AITenant)
     informer.add_index("gw", lambda o: [o["spec"]["gateway"]["name"]])
     seen: list[tuple[str, str]] = []
@@ -116,7 +84,7 @@ async def test_relists_on_410_and_emits_the_difference() -> None:
         ("ADDED", "c"),
         ("DELETED", "b"),  # relist: b vanished while the watch was gone
     ]
-    assert api.watch_versions[0] == "11", "the watch resumes from the list's resourceVersion"
+    assert watch_versions(api)[0] == "11", "the watch resumes from the list's resourceVersion"
     assert informer.relists == 1
     assert sorted(o["metadata"]["name"] for o in informer.list()) == ["a", "c"]
     assert [o["metadata"]["name"] for o in informer.by_index("gw", "gw-c")] == ["c"]
@@ -125,15 +93,16 @@ async def test_relists_on_410_and_emits_the_difference() -> None:
 
 
 async def test_reconnects_after_an_error_from_the_last_version() -> None:
-    api = ScriptedApi(
-        lists=[listing([tenant("a", "10")], "10")],
-        watches=[
-            stream({"type": "MODIFIED", "object": tenant("a", "15")}),
-            httpx2.Response(500, json={"kind": "Status", "code": 500, "message": "boom"}),
-            stream({"type": "DELETED", "object": tenant("a", "16")}),
-        ],
+    api = ScriptedApi().on("GET", PATH, listing([tenant("a", "10")], "10"))
+    api.on(
+        "WATCH",
+        PATH,
+        stream({"type": "MODIFIED", "object": tenant("a", "15")}),
+        status(500, message="boom"),
+        stream({"type": "DELETED", "object": tenant("a", "16")}),
+        DONE,
     )
-    client = AsyncClient(CONFIG, transport=httpx2.MockTransport(api))
+    client = api.client()
     informer = Informer(client, AITenant, max_backoff=0.01)
     informer.max_backoff = 0.01
     done = asyncio.Event()
@@ -141,8 +110,8 @@ async def test_reconnects_after_an_error_from_the_last_version() -> None:
     await run_until(informer, done)
     assert informer.list() == []
     # After the first stream ended the watch resumed from 15, not from the list's 10.
-    assert api.watch_versions[:2] == ["10", "15"]
-    assert "15" in api.watch_versions[2:]
+    assert watch_versions(api)[:2] == ["10", "15"]
+    assert "15" in watch_versions(api)[2:]
 
 
 def version(informer: Informer, name: str) -> str | None:

@@ -68,7 +68,6 @@ async def test_a_hit_is_served_typed_without_asking_the_api() -> None:
     assert hit.rules is not None
     assert hit.rules[0].verbs == ["get"]
     assert api.paths == []
-    assert reads.api_reads == 0
 
 
 async def test_a_miss_asks_the_api_and_not_found_is_none() -> None:
@@ -76,8 +75,7 @@ async def test_a_miss_asks_the_api_and_not_found_is_none() -> None:
     live = await reads.get(Role, "live", "t")
     assert isinstance(live, Role)
     assert await reads.get(Role, "absent", "t") is None
-    assert reads.api_reads == 2
-    assert len(api.paths) == 2
+    assert len(api.paths) == 2, "both went to the API"
 
 
 async def test_an_unsynced_or_other_namespace_informer_is_not_trusted() -> None:

@@ -41,7 +41,7 @@ def update(
 
 
 def test_allow_and_deny_helpers() -> None:
-    assert allow() == Verdict(allowed=True, message="", code=200, warnings=())
+    assert allow() == Verdict(allowed=True, message="", code=200)
     assert deny("no") == Verdict(allowed=False, message="no", code=403)
     assert deny("later", code=503).code == 503
 

@@ -1,0 +1,165 @@
+"""AITenant deletion: order of steps, outcomes and writes, against a scripted API."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import httpx
+
+from aitenant import contract
+from aitenant.reconcilers.aitenant import StatusWriter
+from aitenant.reconcilers.deletion import TenantFinalizer
+from aitenant.reconcilers.revocation import KeyRevoker
+from aitenant.resources import AITenantView
+from aitenant.runtime.controller import Done, RequeueAfter, Retry
+from aitenant.runtime.events import EventRecorder
+from aitenant.settings import Settings
+
+from ..scripted_api import ScriptedApi, echo, listing, ok
+from .test_aitenant import EVENTS, GATEWAY_NS, NS, TENANTS, tenant
+
+DELETED_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+SETTINGS = Settings(
+    aitenant_namespace=NS,
+    gateway_namespace=GATEWAY_NS,
+    controller_namespace="aitenant-system",
+    maas_api_url_template="https://maas-api.test/{tenant}/api-keys",
+)
+CONFIG = "/apis/maas.opendatahub.io/v1alpha1/namespaces/ai-tenant-red/maastenantconfigs"
+CLAIMS = f"/api/v1/namespaces/{NS}/configmaps"
+
+
+def maas_api(*answers: httpx.Response) -> tuple[KeyRevoker, list[str]]:
+    """A revoker whose maas-api answers ``answers`` in turn (the last repeats)."""
+    queue, calls = list(answers), []
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        calls.append(f"{request.method} {request.url}")
+        return queue.pop(0) if len(queue) > 1 else queue[0]
+
+    revoker = KeyRevoker(ca_file=None, backoff=0.0, transport=httpx.MockTransport(handle))
+    return revoker, calls
+
+
+def deleting(**meta: Any) -> dict[str, Any]:
+    return tenant("red", deletionTimestamp="2026-01-01T00:00:00Z", **meta)
+
+
+async def finalize(
+    api: ScriptedApi, revoker: KeyRevoker, obj: dict[str, Any], minutes: float = 1
+) -> Any:
+    client = api.client()
+    events = EventRecorder(client, component="unit-tests")
+    finalizer = TenantFinalizer(
+        client=client,
+        settings=SETTINGS,
+        events=events,
+        revoker=revoker,
+        now=lambda: DELETED_AT + dt.timedelta(minutes=minutes),
+    )
+    status = StatusWriter(client, events, obj, 1, lambda _obj: None)
+    return await finalizer(AITenantView(obj), status)
+
+
+def scripted() -> ScriptedApi:
+    api = ScriptedApi()
+    api.on("UPDATE", f"{TENANTS}/red/status", echo(200))
+    api.on("CREATE", EVENTS, echo())
+    api.on("GET", CLAIMS, listing([], "1"))
+    api.on("GET", f"{TENANTS}/red", ok(deleting()))
+    api.on("PATCH", f"{TENANTS}/red", ok(deleting()))
+    return api
+
+
+def last_status(api: ScriptedApi) -> dict[str, Any]:
+    return api.bodies("UPDATE", f"{TENANTS}/red/status")[-1]["status"]
+
+
+def ready(status: dict[str, Any]) -> dict[str, Any]:
+    return next(c for c in status["conditions"] if c["type"] == "Ready")
+
+
+async def test_keys_revoked_then_everything_released_then_the_finalizer_goes() -> None:
+    api = scripted()
+    revoker, calls = maas_api(httpx.Response(200, json={"revokedCount": 3}))
+
+    assert await finalize(api, revoker, deleting()) == Done()
+
+    assert calls == ["DELETE https://maas-api.test/red/api-keys"]
+    revoked = next(c for c in last_status(api)["conditions"] if c["type"] == "APIKeysRevoked")
+    assert revoked["status"] == "True"
+    assert revoked["message"] == "Tenant API keys were revoked (revokedCount=3)"
+    # Nothing else existed (every GET was 404): the finalizer patch is the last write.
+    assert api.writes[-1] == ("PATCH", f"{TENANTS}/red")
+    assert api.bodies("PATCH", f"{TENANTS}/red")[0]["metadata"]["finalizers"] is None
+    reads = api.requests("GET")
+    assert reads.index(("GET", f"{CONFIG}/default-tenant")) < reads.index(("GET", CLAIMS))
+
+
+async def test_a_failed_revocation_blocks_the_deletion_and_is_retried_with_backoff() -> None:
+    api = scripted()
+    revoker, calls = maas_api(httpx.Response(503, text="down"))
+
+    result = await finalize(api, revoker, deleting())
+
+    assert isinstance(result, Retry)
+    assert len(calls) == 3, "the revoker's own attempts"
+    status = last_status(api)
+    assert status["phase"] == "Terminating"
+    assert ready(status)["reason"] == "DeletionBlocked"
+    assert "HTTP 503: down" in ready(status)["message"]
+    assert ("PATCH", f"{TENANTS}/red") not in api.writes, "the finalizer stays"
+    assert ("GET", f"{CONFIG}/default-tenant") not in api.requests(), "no step after it ran"
+
+
+async def test_the_config_cleanup_is_awaited() -> None:
+    api = scripted()
+    config = {
+        "apiVersion": contract.API_VERSION,
+        "kind": "MaasTenantConfig",
+        "metadata": {
+            "name": "default-tenant",
+            "namespace": "ai-tenant-red",
+            "resourceVersion": "3",
+            "finalizers": [contract.TENANT_CONFIG_FINALIZER],
+            "annotations": {
+                contract.ANNOTATION_AITENANT_NAME: "red",
+                contract.ANNOTATION_AITENANT_NAMESPACE: NS,
+            },
+        },
+    }
+    api.on("GET", f"{CONFIG}/default-tenant", ok(config))
+    api.on("DELETE", f"{CONFIG}/default-tenant", ok({"kind": "Status", "status": "Success"}))
+    revoker, _ = maas_api(httpx.Response(200, json={"revokedCount": 0}))
+
+    assert await finalize(api, revoker, deleting()) == RequeueAfter(5)
+
+    assert api.writes[-1] == ("DELETE", f"{CONFIG}/default-tenant")
+    assert ("PATCH", f"{TENANTS}/red") not in api.writes
+
+
+async def test_after_the_timeout_cleanup_is_forced_without_revocation() -> None:
+    api = scripted()
+    revoker, calls = maas_api(httpx.Response(503))
+
+    assert await finalize(api, revoker, deleting(), minutes=11) == Done()
+
+    assert calls == []
+    assert ready(last_status(api))["reason"] == "CleanupForced"
+    (event,) = api.bodies("CREATE", EVENTS)
+    assert (event["type"], event["reason"]) == ("Warning", "AITenantCleanupForced")
+    assert api.writes[-1] == ("PATCH", f"{TENANTS}/red")
+
+
+async def test_a_misplaced_tenant_only_drops_its_claims_and_finalizer() -> None:
+    path = "/apis/maas.opendatahub.io/v1alpha1/namespaces/default/aitenants/red"
+    obj = {**deleting(), "metadata": {**deleting()["metadata"], "namespace": "default"}}
+    api = ScriptedApi().on("GET", CLAIMS, listing([], "1"))
+    api.on("GET", path, ok(obj)).on("PATCH", path, ok(obj))
+    revoker, calls = maas_api(httpx.Response(503))
+
+    assert await finalize(api, revoker, obj) == Done()
+
+    assert calls == []
+    assert api.requests() == [("GET", CLAIMS), ("GET", path), ("PATCH", path)]

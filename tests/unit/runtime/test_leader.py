@@ -1,0 +1,96 @@
+"""Leader election with a Lease, against a scripted API at the transport."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from aitenant.runtime.leader import LeaderElector, LeaderLost
+
+from ..scripted_api import ScriptedApi, echo, ok, status
+
+NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
+LEASES = "/apis/coordination.k8s.io/v1/namespaces/ctl/leases"
+LEASE = f"{LEASES}/aitenant-controller"
+
+
+def lease(holder: str | None, renewed: dt.datetime = NOW, transitions: int = 0) -> dict[str, Any]:
+    return {
+        "apiVersion": "coordination.k8s.io/v1",
+        "kind": "Lease",
+        "metadata": {"name": "aitenant-controller", "namespace": "ctl", "resourceVersion": "5"},
+        "spec": {
+            "holderIdentity": holder,
+            "leaseDurationSeconds": 15,
+            "acquireTime": "2026-06-01T11:00:00.000000Z",
+            "renewTime": renewed.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+            "leaseTransitions": transitions,
+        },
+    }
+
+
+def elector(api: ScriptedApi, now: dt.datetime = NOW, **timing: float) -> LeaderElector:
+    return LeaderElector(
+        api.client(),
+        name="aitenant-controller",
+        namespace="ctl",
+        identity="me",
+        now=lambda: now,
+        **timing,
+    )
+
+
+async def test_no_lease_is_created_with_us_as_holder() -> None:
+    api = ScriptedApi().on("CREATE", LEASES, echo())
+    leader = elector(api)
+    await leader.acquire()
+    assert leader.is_leader.is_set()
+    (body,) = api.bodies("CREATE", LEASES)
+    assert body["spec"]["holderIdentity"] == "me"
+    assert body["spec"]["leaseDurationSeconds"] == 15
+
+
+async def test_a_lease_held_by_another_is_left_alone_until_it_expires() -> None:
+    api = ScriptedApi().on("GET", LEASE, ok(lease("other", transitions=2)))
+    api.on("UPDATE", LEASE, echo(200))
+    assert not await elector(api, NOW + dt.timedelta(seconds=10)).try_acquire_or_renew()
+    assert api.writes == []
+
+    assert await elector(api, NOW + dt.timedelta(seconds=16)).try_acquire_or_renew()
+    (body,) = api.bodies("UPDATE", LEASE)
+    assert body["spec"]["holderIdentity"] == "me"
+    assert body["spec"]["leaseTransitions"] == 3
+    assert body["metadata"]["resourceVersion"] == "5", "compare-and-swap on the version read"
+
+
+async def test_losing_a_race_is_not_an_error() -> None:
+    api = ScriptedApi().on("CREATE", LEASES, status(409, "AlreadyExists"))
+    assert not await elector(api).try_acquire_or_renew()
+    api = ScriptedApi().on("GET", LEASE, ok(lease("me"))).on("UPDATE", LEASE, status(409))
+    assert not await elector(api).try_acquire_or_renew()
+
+
+async def test_renewals_failing_past_the_deadline_lose_the_lease() -> None:
+    api = ScriptedApi().on("GET", LEASE, ok(lease("me"))).on("UPDATE", LEASE, status(500))
+    leader = elector(api, retry_period=0.01, renew_deadline=0.05)
+    leader.is_leader.set()
+    with pytest.raises(LeaderLost, match="ctl/aitenant-controller"):
+        await leader.hold()
+    assert not leader.is_leader.is_set()
+    assert len(api.requests("UPDATE")) >= 2, "it kept trying until the deadline"
+
+
+async def test_release_gives_the_lease_up_only_when_we_hold_it() -> None:
+    api = ScriptedApi().on("GET", LEASE, ok(lease("me"))).on("UPDATE", LEASE, echo(200))
+    leader = elector(api)
+    await leader.release()
+    assert api.sent == [], "not the leader: nothing to give up"
+    leader.is_leader.set()
+    await leader.release()
+    (body,) = api.bodies("UPDATE", LEASE)
+    assert body["spec"].get("holderIdentity") is None  # omitted: nobody holds it
+    assert body["spec"].get("renewTime") is None
+    assert body["spec"]["leaseDurationSeconds"] == 15
+    assert not leader.is_leader.is_set()
