@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from unittest.mock import MagicMock, patch
 
 import pytest
-from charm_kit import APP, MODEL, CharmKit
+from charm_kit import APP, MODEL, SERVER_VERSION, CharmKit
 from ops import testing
 
 import charm
@@ -21,6 +21,10 @@ def kube() -> Iterator[MagicMock]:
         client = client_class.return_value
         client.list.side_effect = lambda *args, **kwargs: iter([])  # pyright: ignore[reportUnknownLambdaType]
         client.apply.side_effect = lambda obj, *args, **kwargs: obj  # pyright: ignore[reportUnknownLambdaType]
+        # GET /version through lightkube's own HTTP client (it has no call for it).
+        http = MagicMock()
+        http.get.return_value.json.return_value = dict(SERVER_VERSION)
+        client._client = MagicMock(_client=http)
         yield client
 
 
