@@ -259,11 +259,14 @@ class AITenantCharm(ops.CharmBase):
                     ) from None
                 raise
         existing: list[Role | RoleBinding] = [
-            *self._kube.list(Role, namespace="*", labels=charm_manifests.MANAGED_BY_LABEL),
-            *self._kube.list(RoleBinding, namespace="*", labels=charm_manifests.MANAGED_BY_LABEL),
+            *self._kube.list(Role, namespace="*", labels={**charm_manifests.MANAGED_BY_LABEL}),
+            *self._kube.list(
+                RoleBinding, namespace="*", labels={**charm_manifests.MANAGED_BY_LABEL}
+            ),
         ]
         for obj in charm_manifests.stale_namespaced_rbac(existing, desired):
-            assert obj.metadata is not None and obj.metadata.name is not None
+            assert obj.metadata is not None
+            assert obj.metadata.name is not None
             try:
                 self._kube.delete(type(obj), obj.metadata.name, namespace=obj.metadata.namespace)
             except ApiError as exc:
@@ -402,7 +405,7 @@ class AITenantCharm(ops.CharmBase):
         for namespaced in (RoleBinding, Role):
             try:
                 for obj in self._kube.list(
-                    namespaced, namespace="*", labels=charm_manifests.MANAGED_BY_LABEL
+                    namespaced, namespace="*", labels={**charm_manifests.MANAGED_BY_LABEL}
                 ):
                     meta = obj.metadata
                     if meta and meta.name and meta.name.startswith(prefix):

@@ -17,7 +17,6 @@ from typing import Any, cast
 
 import pytest
 import trustme
-import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
@@ -90,8 +89,10 @@ async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = I
         service_account="aitenant-controller",
         service_account_namespace=INFRA_NS,
     ):
-        kind = Role if doc["kind"] == "Role" else RoleBinding
-        await client.apply(kind.from_dict(doc), field_manager="aitenant-tests", force=True)
+        obj = Role.from_dict(doc) if doc["kind"] == "Role" else RoleBinding.from_dict(doc)
+        await client.apply(
+            cast(Role | RoleBinding, obj), field_manager="aitenant-tests", force=True
+        )
 
 
 @pytest.fixture(scope="session")

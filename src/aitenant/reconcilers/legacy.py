@@ -110,7 +110,7 @@ def platform_context_patch(
         raise MigrationError(
             f"legacy Tenant {legacy_meta.get('namespace', '')}/{legacy_meta.get('name', '')} "
             f"{source} cannot be migrated to the AITenant: {message}. Correct {source} in the "
-            f"legacy Tenant, or set {'.'.join(path)} on the AITenant (its own value is kept)"
+            f"legacy Tenant, or set {'.'.join(path[:2])} on the AITenant (its own value is kept)"
         )
     return {"spec": fill} if fill else None
 

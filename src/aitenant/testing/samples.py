@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import async_load_in_cluster_generic_resources
 from lightkube.models.meta_v1 import ObjectMeta

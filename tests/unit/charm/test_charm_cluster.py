@@ -12,10 +12,10 @@ import ops
 import pytest
 from charm_kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
-from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef
+from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
     ClusterRoleBinding,
@@ -113,9 +113,9 @@ def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: Char
     assert service.path == contract.WEBHOOK_PATH
     assert ca in _ca_bundle(webhook)
     # AND the same Service judges the names of MaasTenantConfig, Tenant and Config on CREATE
-    assert [(h.name, h.clientConfig.service and h.clientConfig.service.path) for h in singletons] == [
-        (kind.webhook, kind.path) for kind in contract.SINGLETON_KINDS
-    ]
+    assert [
+        (h.name, h.clientConfig.service and h.clientConfig.service.path) for h in singletons
+    ] == [(kind.webhook, kind.path) for kind in contract.SINGLETON_KINDS]
     for singleton, kind in zip(singletons, contract.SINGLETON_KINDS, strict=True):
         assert singleton.clientConfig.caBundle == hook.clientConfig.caBundle
         assert singleton.clientConfig.service is not None
@@ -294,10 +294,13 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
         assert binding.subjects
         [subject] = binding.subjects
         assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
-        assert binding.metadata and binding.metadata.labels == charm_manifests.MANAGED_BY_LABEL
+        assert binding.metadata
+        assert binding.metadata.labels == charm_manifests.MANAGED_BY_LABEL
     # AND the controller's ClusterRole no longer grants Leases or Secrets anywhere
     [controller_role] = [
-        r for r in ready.applied(ClusterRole) if r.metadata and r.metadata.name == "aitenant-controller"
+        r
+        for r in ready.applied(ClusterRole)
+        if r.metadata and r.metadata.name == "aitenant-controller"
     ]
     resources = {res for rule in controller_role.rules or [] for res in rule.resources or []}
     assert not {"leases", "secrets"} & resources

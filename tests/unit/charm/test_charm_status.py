@@ -6,9 +6,9 @@ import json
 from unittest.mock import MagicMock
 
 import ops
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 import pytest
 from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 import charm
 

@@ -99,15 +99,18 @@ def test_another_kind_on_this_path_is_a_bad_request() -> None:
     response = answer("Config", request)
     assert response["allowed"] is False
     assert response["status"]["code"] == 400
-    assert "only validates maas.opendatahub.io/v1alpha1 Config (configs)" in (
-        response["status"]["message"]
+    assert (
+        "only validates maas.opendatahub.io/v1alpha1 Config (configs)"
+        in (response["status"]["message"])
     )
 
 
 def test_object_of_the_wrong_kind_is_denied() -> None:
     verdict = validate_singleton_create(obj("Tenant", "default-tenant"), KINDS["Config"])
     assert not verdict.allowed
-    assert verdict.message == "expected Config object, got maas.opendatahub.io/v1alpha1, Kind=Tenant"
+    assert (
+        verdict.message == "expected Config object, got maas.opendatahub.io/v1alpha1, Kind=Tenant"
+    )
 
 
 def test_malformed_body_is_http_400() -> None:
