@@ -340,7 +340,7 @@ async def test_legacy_values_the_aitenant_would_refuse_are_not_migrated_at_all(
         f"legacy Tenant {tns}/default-tenant spec.externalOIDC.ttl cannot be migrated to the "
         "AITenant: spec.oidc.ttl must be at least 30 seconds (got 10); use 30 or more, or "
         "remove it to get the default of 300. Correct spec.externalOIDC.ttl in the legacy "
-        "Tenant, or set spec.oidc on the AITenant (its own value is kept)"
+        "Tenant, then change the AITenant's spec (or restart the controller) to resume"
     )
     # Nothing is half-done: not the gateway name, no config, the legacy object untouched.
     assert obj["spec"] == {}
@@ -351,15 +351,22 @@ async def test_legacy_values_the_aitenant_would_refuse_are_not_migrated_at_all(
     assert legacy is not None
     assert not legacy["metadata"].get("annotations")
 
-    # The operator gives the AITenant its own OIDC settings: the rest migrates.
+    # The operator corrects the legacy value and touches the AITenant: everything migrates.
+    await kube.patch(
+        LegacyTenant,
+        "default-tenant",
+        {"spec": {"externalOIDC": {"ttl": 60}}},
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
     await kube.patch(
         AITenant,
         name,
-        {"spec": {"oidc": oidc_for(name)}},
+        {"spec": {"gateway": {"name": gateway}}},
         namespace=AITENANT_NS,
         patch_type=PatchType.MERGE,
     )
     obj = await wait_phase(kube, name, "Active")
-    assert obj["spec"] == {"gateway": {"name": gateway}, "oidc": oidc_for(name)}
+    assert obj["spec"] == {"gateway": {"name": gateway}, "oidc": {**bad_oidc, "ttl": 60}}
     assert (await get_config(kube, tns))["spec"]["apiKeys"] == {"maxExpirationDays": 30}
     assert await get_legacy(kube, tns) is None

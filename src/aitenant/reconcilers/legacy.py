@@ -81,8 +81,9 @@ def platform_context_patch(
     * a legacy ``gatewayRef.namespace`` other than ``--gateway-namespace`` stops the migration
       (MigrationError) before anything is copied: the AITenant cannot choose its namespace;
     * so does a value the AITenant's own rules would refuse (e.g. an OIDC ``ttl`` under 30,
-      which a Tenant stored under an older, laxer schema can hold): nothing is copied, rather
-      than a migration that stops halfway.
+      which a Tenant stored under an older, laxer schema can hold), whether or not the AITenant
+      already has its own: nothing is copied, rather than a migration that stops halfway (the
+      API server would refuse to mark such an object migrated anyway).
     """
     legacy_meta = _meta(legacy)
     legacy_ns, legacy_name = legacy_gateway(legacy)
@@ -93,9 +94,20 @@ def platform_context_patch(
             f'namespace "{gateway_namespace}"; AITenant supports gateway name migration only, '
             "so update --gateway-namespace or clear the legacy namespace before migration"
         )
+    oidc = legacy_oidc(legacy)
+    migrated: dict[str, Any] = {"oidc": oidc} if oidc is not None else {}
+    if legacy_name:
+        migrated["gateway"] = {"name": legacy_name}
+    if problems := spec_rules.spec_problems({"spec": migrated}, gateway_namespace):
+        path, message = problems[0]
+        source = ".".join(("spec", LEGACY_FIELD.get(path[1], path[1]), *path[2:]))
+        raise MigrationError(
+            f"legacy Tenant {legacy_meta.get('namespace', '')}/{legacy_meta.get('name', '')} "
+            f"{source} cannot be migrated to the AITenant: {message}. Correct {source} in the "
+            "legacy Tenant, then change the AITenant's spec (or restart the controller) to resume"
+        )
     spec = _spec(tenant)
     fill: dict[str, Any] = {}
-    oidc = legacy_oidc(legacy)
     if spec.get("oidc") is None and oidc is not None:
         fill["oidc"] = oidc
     gateway = spec.get("gateway")
@@ -104,14 +116,6 @@ def platform_context_patch(
     shared_default = not is_default and legacy_name == default_gateway_name
     if legacy_name and not current and not shared_default:
         fill["gateway"] = {"name": legacy_name}
-    if problems := spec_rules.spec_problems({"spec": fill}, gateway_namespace):
-        path, message = problems[0]
-        source = ".".join(("spec", LEGACY_FIELD.get(path[1], path[1]), *path[2:]))
-        raise MigrationError(
-            f"legacy Tenant {legacy_meta.get('namespace', '')}/{legacy_meta.get('name', '')} "
-            f"{source} cannot be migrated to the AITenant: {message}. Correct {source} in the "
-            f"legacy Tenant, or set {'.'.join(path[:2])} on the AITenant (its own value is kept)"
-        )
     return {"spec": fill} if fill else None
 
 

@@ -121,36 +121,32 @@ def test_mismatch_is_reported_even_when_the_aitenant_has_its_own_gateway() -> No
 
 
 @pytest.mark.parametrize(
-    ("legacy_spec", "field", "target", "problem"),
+    ("legacy_spec", "field", "problem"),
     [
         (
             {"externalOIDC": {**OIDC, "ttl": 10}},
             "spec.externalOIDC.ttl",
-            "spec.oidc",
             "spec.oidc.ttl must be at least 30 seconds (got 10)",
         ),
         (
             {"externalOIDC": {"issuerUrl": "http://idp.example", "clientId": "maas"}},
             "spec.externalOIDC.issuerUrl",
-            "spec.oidc",
             'spec.oidc.issuerUrl "http://idp.example" must start with https://',
         ),
         (
             {"externalOIDC": {"issuerUrl": "https://idp.example"}},
             "spec.externalOIDC.clientId",
-            "spec.oidc",
             "spec.oidc.clientId is required when spec.oidc is set",
         ),
         (
             {"gatewayRef": {"namespace": GW_NS, "name": "Team_GW"}, "externalOIDC": OIDC},
             "spec.gatewayRef.name",
-            "spec.gateway",
             'spec.gateway.name "Team_GW" must be a valid DNS-1123 label',
         ),
     ],
 )
 def test_values_the_aitenant_would_refuse_stop_the_migration_before_any_copy(
-    legacy_spec: dict[str, Any], field: str, target: str, problem: str
+    legacy_spec: dict[str, Any], field: str, problem: str
 ) -> None:
     # A Tenant stored under an older, laxer schema: nothing of it is copied.
     with pytest.raises(MigrationError) as info:
@@ -161,16 +157,16 @@ def test_values_the_aitenant_would_refuse_stop_the_migration_before_any_copy(
         f"AITenant: {problem}"
     )
     assert message.endswith(
-        f"Correct {field} in the legacy Tenant, or set {target} on the AITenant "
-        "(its own value is kept)"
+        f"Correct {field} in the legacy Tenant, then change the AITenant's spec (or restart "
+        "the controller) to resume"
     )
 
 
-def test_a_refused_legacy_value_the_aitenant_already_has_its_own_for_is_not_copied() -> None:
-    # Fill-only: the AITenant's own OIDC wins, so the legacy ttl is never judged.
-    own = {"oidc": OIDC}
+def test_a_refused_legacy_value_stops_the_migration_even_when_the_aitenant_has_its_own() -> None:
+    # Nothing would be copied, but such a Tenant cannot even be marked migrated.
     old = legacy({"externalOIDC": {**OIDC, "ttl": 10}})
-    assert context(aitenant(spec=own), old) is None
+    with pytest.raises(MigrationError, match="spec.externalOIDC.ttl cannot be migrated"):
+        context(aitenant(spec={"oidc": OIDC}), old)
 
 
 def test_migratable_oidc_leaves_out_what_the_aitenant_would_refuse() -> None:
