@@ -165,7 +165,7 @@ def test_values_the_aitenant_would_refuse_stop_the_migration_before_any_copy(
 def test_a_refused_legacy_value_stops_the_migration_even_when_the_aitenant_has_its_own() -> None:
     # Nothing would be copied, but such a Tenant cannot even be marked migrated.
     old = legacy({"externalOIDC": {**OIDC, "ttl": 10}})
-    with pytest.raises(MigrationError, match="spec.externalOIDC.ttl cannot be migrated"):
+    with pytest.raises(MigrationError, match=r"spec\.externalOIDC\.ttl cannot be migrated"):
         context(aitenant(spec={"oidc": OIDC}), old)
 
 
