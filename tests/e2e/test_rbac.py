@@ -16,15 +16,27 @@ import pytest
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.coordination_v1 import LeaseSpec
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
 from lightkube.resources.core_v1 import Secret
 from lightkube.types import PatchType
 
 from aitenant import contract
 from aitenant.resources import Config
+from aitenant.testing import samples
 from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.maas_api import FakeMaasApi
 
-from .conftest import INFRA_NS, controller_kubeconfig
+from .conftest import (
+    INFRA_NS,
+    Names,
+    RunningController,
+    bind_controller_roles,
+    controller_kubeconfig,
+    e2e_settings,
+    make_tenant,
+    wait_phase,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -102,3 +114,32 @@ async def test_config_writes_only_to_default(as_controller: AsyncClient) -> None
     assert await status_of(patch_config(PROBE)) == 403
     # Config/default itself is allowed (404 when the suite has not created it yet).
     assert await status_of(lambda: as_controller.get(Config, contract.CONFIG_NAME)) in (200, 404)
+
+
+async def test_another_infra_namespace_works_through_its_role(
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    controller: RunningController,
+    maas_api: FakeMaasApi,
+    unique: Names,
+) -> None:
+    """What the charm does when `infra-namespace` changes: the platform Role follows it."""
+    infra = unique("custom-infra")
+    await samples.ensure_namespace(kube, infra)
+    await samples.ensure_db_secret(kube, infra)
+    await bind_controller_roles(kube, infra_namespace=infra)
+    name = unique("infra-moved")
+    await controller.stop()
+    other = RunningController(cluster, e2e_settings(maas_api, infra_namespace=infra))
+    await other.start()
+    try:
+        await make_tenant(kube, name)
+        await wait_phase(kube, name, "Active", timeout=30)
+        # The ClusterRole grants none of these: only the Role in the new namespace does.
+        deployment = await kube.get(Deployment, f"maas-api-{name}", namespace=infra)
+        assert deployment.metadata is not None
+        secret_name = f"maas-api-{name}-serving-cert"
+        assert (await kube.get(Secret, secret_name, namespace=infra)).metadata is not None
+    finally:
+        await other.stop()
+        await controller.start()
