@@ -33,14 +33,14 @@ from lightkube.core.exceptions import ApiError, ConfigError
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, Role, RoleBinding
 from lightkube.types import PatchType
 from pydantic import ValidationError
 
 import charm_cos
 import charm_manifests
 import charm_pki
-from aitenant import contract
+from aitenant import cluster_manifests, contract
 from charm_config import CharmConfig, describe_error
 from charm_flags import (
     ControllerInputs,
@@ -48,6 +48,7 @@ from charm_flags import (
     Ports,
     WorkloadPaths,
     controller_args,
+    infra_namespace_of,
     resolve_gateway,
 )
 from charms.aitenant_k8s.v0.maas_api import DatabagError, MaasApiAppData, MaasApiRequirer
@@ -98,6 +99,10 @@ MAAS_TENANT_CONFIG = create_namespaced_resource(
 # serve the new certificate (it polls its certificate files every 10 s) before dropping the
 # old CA from caBundle. If it is not served by then, the old CA stays until a later event.
 WEBHOOK_SETTLE_SECONDS: Final = 30.0
+
+
+class ClusterStepError(Exception):
+    """A cluster object cannot be applied for a reason the operator must fix; says which."""
 
 
 @dataclass(frozen=True)
@@ -186,8 +191,11 @@ class AITenantCharm(ops.CharmBase):
         Steps, in dependency order; a guard logs and returns (the next event retries):
 
         1. Check trust: one list call; 403 means `juju trust` is missing.
-        2. Leader: apply the CRDs and ClusterRoles (server-side apply) and bind the
-           controller's ClusterRole to the app's service account.
+        2. Leader: apply the CRDs (as this API server version accepts them) and ClusterRoles
+           (server-side apply), bind the controller's ClusterRole to the app's service
+           account, and apply its Roles and RoleBindings in the controller namespace (leader
+           Lease) and the infra namespace (tenant platform), removing ours from a previous
+           infra namespace.
         3. Open the webhook port on the app's Service.
         4. Leader: create or rotate the internal CA; issue the fallback webhook certificate
            when no `certificates` relation exists.
@@ -238,6 +246,10 @@ class AITenantCharm(ops.CharmBase):
         except ApiError as exc:
             # A 409/422/429/5xx: record it for the status ladder, retry on the next event.
             self._cluster_error = f"{exc.status.code} {exc.status.message}"
+            logger.warning("applying cluster objects failed: %s", self._cluster_error)
+            return
+        except ClusterStepError as exc:
+            self._cluster_error = str(exc)
             logger.warning("applying cluster objects failed: %s", self._cluster_error)
             return
         # 6.
@@ -426,7 +438,7 @@ class AITenantCharm(ops.CharmBase):
                 raise
 
     def _reconcile_cluster_objects(self) -> None:
-        crds = charm_manifests.load_crds()
+        crds = charm_manifests.load_crds(server_version=self._server_version())
         roles = charm_manifests.load_cluster_roles()
         binding = charm_manifests.construct_cluster_role_binding(
             name=self._cluster_scoped_name,
@@ -436,6 +448,69 @@ class AITenantCharm(ops.CharmBase):
         for obj in (*crds, *roles, binding):
             self._kube.apply(obj, force=True)
         logger.debug("applied %s", charm_manifests.names((*crds, *roles, binding)))
+        self._reconcile_namespaced_rbac()
+
+    def _reconcile_namespaced_rbac(self) -> None:
+        """The controller's Roles: Lease in its namespace, platform in the infra namespace.
+
+        The infra namespace is the controller's (`infra-namespace`, else the `maas-api`
+        relation's, else the model's); it must exist. When it changes, the Roles follow and
+        ours in the previous namespace are deleted once the new ones are in place.
+        """
+        try:
+            config = self.load_config(CharmConfig)
+        except ValidationError:
+            return  # Blocked on the config; keep what the controller has now
+        infra = infra_namespace_of(config, self.maas_api.get_data()) or self.model.name
+        desired = charm_manifests.construct_namespaced_rbac(
+            prefix=charm_manifests.namespaced_rbac_prefix(self.app.name, self.model.name),
+            controller_namespace=self.model.name,
+            infra_namespace=infra,
+            service_account=self.app.name,
+        )
+        for obj in desired:
+            try:
+                self._kube.apply(obj, force=True)
+            except ApiError as exc:
+                namespace = obj.metadata.namespace if obj.metadata else ""
+                if exc.status.code == 404 and namespace == infra != self.model.name:
+                    raise ClusterStepError(
+                        f"infra namespace {infra!r} does not exist: create it (with the "
+                        "maas-api database Secret) or change `infra-namespace`"
+                    ) from None
+                raise
+        existing: list[Role | RoleBinding] = [
+            *self._kube.list(Role, namespace="*", labels={**charm_manifests.MANAGED_BY_LABEL}),
+            *self._kube.list(
+                RoleBinding, namespace="*", labels={**charm_manifests.MANAGED_BY_LABEL}
+            ),
+        ]
+        for obj in charm_manifests.stale_namespaced_rbac(existing, desired):
+            assert obj.metadata is not None
+            assert obj.metadata.name is not None
+            try:
+                self._kube.delete(type(obj), obj.metadata.name, namespace=obj.metadata.namespace)
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    raise
+            logger.info(
+                "deleted %s %s/%s (infra namespace is now %s)",
+                type(obj).__name__,
+                obj.metadata.namespace,
+                obj.metadata.name,
+                infra,
+            )
+
+    def _server_version(self) -> tuple[int, int]:
+        """(major, minor) of the API server, which decides whether CRDs keep CEL rules."""
+        # lightkube has no call for /version; ask through its own HTTP client.
+        http = self._kube._client._client  # pyright: ignore[reportPrivateUsage]
+        try:
+            response = http.get("/version")
+            response.raise_for_status()
+            return cluster_manifests.parse_server_version(response.json())
+        except (httpx2.HTTPError, ValueError) as exc:
+            raise ClusterStepError(f"cannot read the API server version: {exc}") from None
 
     def _reconcile_internal_ca(self, now: datetime.datetime) -> None:
         secret, content = self._read_secret(INTERNAL_CA_LABEL)
@@ -572,8 +647,9 @@ class AITenantCharm(ops.CharmBase):
         """When the whole application goes, drop what would break the cluster without it.
 
         The webhook configuration would reject every AITenant write once no unit serves it,
-        and the binding grants rights to a service account that is going away. CRDs,
-        ClusterRoles and tenants hold or serve user data and are never deleted.
+        and the bindings (and the Roles they bind) grant rights to a service account that is
+        going away. CRDs, ClusterRoles and tenants hold or serve user data and are never
+        deleted.
         """
         if self.app.planned_units() > 0:
             return
@@ -586,7 +662,20 @@ class AITenantCharm(ops.CharmBase):
             try:
                 self._delete_cluster_scoped(kind)
             except ApiError as exc:
-                logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
+                if exc.status.code != 404:
+                    logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
+        prefix = charm_manifests.namespaced_rbac_prefix(self.app.name, self.model.name) + "-"
+        for namespaced in (RoleBinding, Role):
+            try:
+                for obj in self._kube.list(
+                    namespaced, namespace="*", labels={**charm_manifests.MANAGED_BY_LABEL}
+                ):
+                    meta = obj.metadata
+                    if meta and meta.name and meta.name.startswith(prefix):
+                        self._kube.delete(namespaced, meta.name, namespace=meta.namespace)
+            except ApiError as exc:
+                if exc.status.code != 404:
+                    logger.warning("could not delete %s objects: %s", namespaced.__name__, exc)
 
     def _other_deployment_safe(self) -> OtherDeployment | None:
         try:

@@ -87,10 +87,16 @@ def maas_api_url_template(port: int) -> str | None:
     return f"https://{{service}}.{{namespace}}.svc:{port}/internal/v1/tenants/{{tenant}}/api-keys"
 
 
+def infra_namespace_of(config: CharmConfig, maas_api: MaasApiAppData | None) -> str:
+    """The infra namespace to pass to the controller; "" leaves the controller's default (its
+    own namespace)."""
+    return config.infra_namespace or (maas_api.infra_namespace if maas_api else "")
+
+
 def controller_args(inputs: ControllerInputs) -> list[str]:
     """``aitenant-controller`` and its flags, each as ``--flag=value``."""
     config = inputs.config
-    infra_namespace = config.infra_namespace or inputs.maas_api.infra_namespace
+    infra_namespace = infra_namespace_of(config, inputs.maas_api)
     args = [
         "aitenant-controller",
         f"--aitenant-namespace={config.aitenant_namespace}",

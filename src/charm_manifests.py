@@ -1,9 +1,10 @@
 """Cluster objects the charm applies for the controller: built here, applied by ``charm.py``.
 
-The CRDs and ClusterRoles come from the ``aitenant`` package (``aitenant/manifests/``), the same
-files the controller's tests use. The ClusterRoleBinding and the ValidatingWebhookConfiguration
-depend on where the charm runs, so they are constructed here. Nothing in this module does I/O
-against the cluster; the loaders only read files shipped with the package.
+The CRDs, ClusterRoles and the namespaced Roles come from the ``aitenant`` package
+(``aitenant/manifests/``, through ``aitenant.cluster_manifests``), the same files the
+controller's tests use. The bindings and the ValidatingWebhookConfiguration depend on where the
+charm runs, so they are constructed here. Nothing in this module does I/O against the cluster;
+the loaders only read files shipped with the package.
 """
 
 from __future__ import annotations
@@ -18,10 +19,15 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+from lightkube.resources.rbac_authorization_v1 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
+)
 
 import aitenant
-from aitenant import contract
+from aitenant import cluster_manifests, contract
 from aitenant.webhook.config import render_webhook_configuration
 
 logger = logging.getLogger(__name__)
@@ -47,9 +53,21 @@ def _load(folder: Path) -> list[Resource]:
     return objects
 
 
-def load_crds(root: Path | None = None) -> list[CustomResourceDefinition]:
-    """The CRDs we ship (AITenant, MaasTenantConfig, legacy Tenant, Config)."""
-    objects = _load((root or manifests_dir()) / "crds")
+def load_crds(
+    root: Path | None = None, server_version: tuple[int, int] | None = None
+) -> list[CustomResourceDefinition]:
+    """The CRDs we ship (AITenant, MaasTenantConfig, legacy Tenant, Config).
+
+    With ``server_version``, as that API server accepts them: without their CEL rules before
+    1.25 (the admission webhook enforces those rules there).
+    """
+    folder = (root or manifests_dir()) / "crds"
+    if server_version is None:
+        objects = _load(folder)
+    else:
+        objects = [
+            codecs.from_dict(doc) for doc in cluster_manifests.crd_documents(server_version, folder)
+        ]
     return [obj for obj in objects if isinstance(obj, CustomResourceDefinition)]
 
 
@@ -95,6 +113,59 @@ def construct_webhook_configuration(
     if not isinstance(obj, ValidatingWebhookConfiguration):
         raise TypeError(f"webhook template rendered a {type(obj).__name__}")
     return obj
+
+
+def namespaced_rbac_prefix(app: str, model: str) -> str:
+    """Prefix of the Roles and RoleBindings of one deployment: unique per model and app, since
+    two models may share an infra namespace."""
+    return cluster_scoped_name(app, model)
+
+
+def construct_namespaced_rbac(
+    *, prefix: str, controller_namespace: str, infra_namespace: str, service_account: str
+) -> list[Role | RoleBinding]:
+    """Roles and RoleBindings for the controller: its leader Lease in its own namespace, the
+    tenants' maas-api objects and Secrets in the infra namespace."""
+    docs = cluster_manifests.render_namespaced_rbac(
+        prefix=prefix,
+        controller_namespace=controller_namespace,
+        infra_namespace=infra_namespace,
+        service_account=service_account,
+        service_account_namespace=controller_namespace,
+        labels=MANAGED_BY_LABEL,
+    )
+    objects: list[Role | RoleBinding] = []
+    for doc in docs:
+        obj = codecs.from_dict(doc)
+        if not isinstance(obj, Role | RoleBinding):
+            raise TypeError(f"namespaced RBAC template rendered a {type(obj).__name__}")
+        objects.append(obj)
+    return objects
+
+
+def stale_namespaced_rbac(
+    existing: Iterable[Role | RoleBinding], desired: Iterable[Role | RoleBinding]
+) -> list[Role | RoleBinding]:
+    """Our Roles/RoleBindings (same names) left in namespaces we no longer use, e.g. the old
+    infra namespace after `infra-namespace` changed."""
+    wanted = {
+        (type(obj).__name__, obj.metadata.namespace, obj.metadata.name)
+        for obj in desired
+        if obj.metadata
+    }
+    names = {(type(obj).__name__, obj.metadata.name) for obj in desired if obj.metadata}
+    stale: list[Role | RoleBinding] = []
+    for obj in existing:
+        meta = obj.metadata
+        if meta is None or (type(obj).__name__, meta.name) not in names:
+            continue
+        if (meta.labels or {}).get(contract.LABEL_MANAGED_BY) != MANAGED_BY_LABEL[
+            contract.LABEL_MANAGED_BY
+        ]:
+            continue
+        if (type(obj).__name__, meta.namespace, meta.name) not in wanted:
+            stale.append(obj)
+    return stale
 
 
 def names(objects: Iterable[Resource]) -> list[str]:

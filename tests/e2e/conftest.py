@@ -17,12 +17,17 @@ from typing import Any, cast
 
 import pytest
 import trustme
-import yaml
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
-from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+from lightkube.resources.rbac_authorization_v1 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
+)
 
+from aitenant import cluster_manifests
 from aitenant.app import App, build_app, instrument
 from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
@@ -57,16 +62,20 @@ def client_for(cluster: LocalCluster) -> AsyncClient:
 
 
 def controller_kubeconfig(cluster: LocalCluster) -> Path:
-    """The controller authenticates as its service account, bound only to our ClusterRoles."""
+    """The controller authenticates as its service account, bound only to our ClusterRoles and
+    the Roles of its namespace and the infra namespace (``bind_controller_roles``)."""
     return cluster.kubeconfig_for(CONTROLLER_USER)
 
 
-async def bind_controller_roles(client: AsyncClient) -> None:
-    for path in sorted((samples.MANIFESTS / "rbac").glob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text()):
-            if doc and doc.get("kind") == "ClusterRole":
-                role = cast(ClusterRole, ClusterRole.from_dict(doc))
-                await client.apply(role, field_manager="aitenant-tests", force=True)
+CONTROLLER_RBAC_PREFIX = "aitenant-controller"
+
+
+async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = INFRA_NS) -> None:
+    """Exactly the rights the charm grants: the shipped ClusterRoles, bound, and the Roles of
+    the controller namespace (leader Lease) and the infra namespace (tenant platform)."""
+    for doc in cluster_manifests.cluster_role_documents():
+        role = cast(ClusterRole, ClusterRole.from_dict(doc))
+        await client.apply(role, field_manager="aitenant-tests", force=True)
     binding = ClusterRoleBinding(
         metadata=ObjectMeta(name="aitenant-controller"),
         roleRef=RoleRef(
@@ -75,6 +84,17 @@ async def bind_controller_roles(client: AsyncClient) -> None:
         subjects=[Subject(kind="ServiceAccount", name="aitenant-controller", namespace=INFRA_NS)],
     )
     await client.apply(binding, field_manager="aitenant-tests", force=True)
+    for doc in cluster_manifests.render_namespaced_rbac(
+        prefix=CONTROLLER_RBAC_PREFIX,
+        controller_namespace=INFRA_NS,
+        infra_namespace=infra_namespace,
+        service_account="aitenant-controller",
+        service_account_namespace=INFRA_NS,
+    ):
+        obj = Role.from_dict(doc) if doc["kind"] == "Role" else RoleBinding.from_dict(doc)
+        await client.apply(
+            cast(Role | RoleBinding, obj), field_manager="aitenant-tests", force=True
+        )
 
 
 @pytest.fixture(scope="session")

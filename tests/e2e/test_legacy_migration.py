@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from lightkube import ApiError, AsyncClient
+from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import PatchType
 
 from aitenant import contract
@@ -111,7 +115,16 @@ async def test_legacy_tenant_is_migrated_and_removed(
 
     spec = (await get_config(kube, tns))["spec"]
     assert spec["apiKeys"] == {"maxExpirationDays": 30}
-    assert spec["telemetry"] == telemetry
+    # Copied as stored: the Tenant's schema filled in the dimensions' defaults.
+    assert spec["telemetry"] == {
+        "enabled": True,
+        "metrics": {
+            "captureOrganization": True,
+            "captureModelUsage": True,
+            "captureGroup": False,
+            "captureUser": False,
+        },
+    }
     # Platform context stays in the AITenant; payloadProcessing is not migrated.
     assert not {"gatewayRef", "externalOIDC", "payloadProcessing"} & spec.keys()
 
@@ -265,3 +278,97 @@ async def test_legacy_tenant_created_later_is_migrated_on_the_next_change(
 
     await eventually(migrated)
     assert (await get_config(kube, tns))["spec"]["apiKeys"] == {"maxExpirationDays": 10}
+
+
+TTL_MINIMUM = (
+    "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/externalOIDC"
+    "/properties/ttl/minimum"
+)
+
+
+@contextlib.asynccontextmanager
+async def lax_legacy_schema(kube: AsyncClient) -> AsyncIterator[None]:
+    """The Tenant CRD without its ttl minimum, as an older installation had it; restored after."""
+    await kube.patch(
+        CustomResourceDefinition,
+        "tenants.maas.opendatahub.io",
+        [{"op": "remove", "path": TTL_MINIMUM}],
+        patch_type=PatchType.JSON,
+    )
+    try:
+        yield
+    finally:
+        await samples.install_crds(kube, [samples.MANIFESTS / "crds"])
+
+
+async def test_legacy_values_the_aitenant_would_refuse_are_not_migrated_at_all(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("badttl")
+    gateway = f"{name}-gw"
+    tns = await prepare(kube, name, gateway)
+    bad_oidc = {**oidc_for(name), "ttl": 10}
+    spec = {
+        "gatewayRef": {"namespace": GATEWAY_NS, "name": gateway},
+        "externalOIDC": bad_oidc,
+        "apiKeys": {"maxExpirationDays": 30},
+    }
+    # Today's schema refuses such a Tenant; one stored under an older, laxer schema stays.
+    with pytest.raises(ApiError) as info:
+        await create_legacy(kube, tns, spec)
+    assert info.value.status.code == 422
+    async with lax_legacy_schema(kube):
+        await eventually(lambda: create_legacy(kube, tns, spec))
+
+    async def strict_again() -> bool:
+        probe = {
+            "apiVersion": contract.API_VERSION,
+            "kind": "Tenant",
+            "metadata": {"name": "schema-probe", "namespace": tns},
+            "spec": spec,
+        }
+        try:
+            await kube.create(LegacyTenant.from_dict(probe), dry_run=True)
+        except ApiError as exc:
+            return exc.status.code == 422
+        return False
+
+    await eventually(strict_again)
+    assert (await get_legacy(kube, tns) or {})["spec"]["externalOIDC"]["ttl"] == 10
+
+    await samples.create_aitenant(kube, samples.aitenant(name, AITENANT_NS))
+    obj = await wait_phase(kube, name, "Failed", "LegacyTenantMigrationFailed")
+    assert ready(obj)["message"] == (
+        f"legacy Tenant {tns}/default-tenant spec.externalOIDC.ttl cannot be migrated to the "
+        "AITenant: spec.oidc.ttl must be at least 30 seconds (got 10); use 30 or more, or "
+        "remove it to get the default of 300. Correct spec.externalOIDC.ttl in the legacy "
+        "Tenant, then change the AITenant's spec (or restart the controller) to resume"
+    )
+    # Nothing is half-done: not the gateway name, no config, the legacy object untouched.
+    assert obj["spec"] == {}
+    with pytest.raises(ApiError) as missing:
+        await get_config(kube, tns)
+    assert missing.value.status.code == 404
+    legacy = await get_legacy(kube, tns)
+    assert legacy is not None
+    assert not legacy["metadata"].get("annotations")
+
+    # The operator corrects the legacy value and touches the AITenant: everything migrates.
+    await kube.patch(
+        LegacyTenant,
+        "default-tenant",
+        {"spec": {"externalOIDC": {"ttl": 60}}},
+        namespace=tns,
+        patch_type=PatchType.MERGE,
+    )
+    await kube.patch(
+        AITenant,
+        name,
+        {"spec": {"gateway": {"name": gateway}}},
+        namespace=AITENANT_NS,
+        patch_type=PatchType.MERGE,
+    )
+    obj = await wait_phase(kube, name, "Active")
+    assert obj["spec"] == {"gateway": {"name": gateway}, "oidc": {**bad_oidc, "ttl": 60}}
+    assert (await get_config(kube, tns))["spec"]["apiKeys"] == {"maxExpirationDays": 30}
+    assert await get_legacy(kube, tns) is None

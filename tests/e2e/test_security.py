@@ -59,6 +59,11 @@ def controller_events(cluster: LocalCluster) -> list[dict[str, Any]]:
     return events
 
 
+def is_rbac_probe(event: dict[str, Any]) -> bool:
+    ref = event.get("objectRef", {})
+    return ref.get("name") == "rbac-probe" or ref.get("namespace") == "kube-system"
+
+
 def test_controller_never_writes_a_gateway_and_only_what_it_owns(cluster: LocalCluster) -> None:
     events = controller_events(cluster)
     assert events, "the audit log must show the controller's requests"
@@ -71,11 +76,17 @@ def test_controller_never_writes_a_gateway_and_only_what_it_owns(cluster: LocalC
         seen[key] += 1
         assert key[1] != "gateways", f"the controller wrote a Gateway: {ref}"
         assert key in ALLOWED_WRITES, f"unexpected write {event['verb']} {ref}"
+    # test_rbac.py's probes of rights the controller must not have are named rbac-probe (or
+    # probe a namespace it has no rights in); each of them must have been refused.
+    probes = [e for e in events if is_rbac_probe(e)]
+    assert probes, "test_rbac.py must have probed the controller's rights"
+    assert all(e.get("responseStatus", {}).get("code") == 403 for e in probes), probes
     forbidden = [
         e
         for e in events
         if e.get("responseStatus", {}).get("code") == 403
         and e.get("objectRef", {}).get("resource") not in ("leases",)
+        and not is_rbac_probe(e)
     ]
     assert forbidden == [], "the ClusterRole lacks what the controller used: " + "; ".join(
         f"{e['verb']} {e.get('objectRef', {}).get('resource')}" for e in forbidden[:5]

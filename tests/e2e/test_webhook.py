@@ -14,7 +14,7 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.resources import AITenant
+from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
 from aitenant.testing import samples
 from aitenant.testing.cluster import LocalCluster
 from aitenant.webhook.config import render_webhook_configuration
@@ -253,6 +253,51 @@ async def test_oidc_rules_name_the_field(kube: AsyncClient, admission: WebhookTL
     # The 1.20 schema validation does not know CEL but does know `minimum`: whichever layer
     # answers, the operator is told which field is wrong.
     assert "ttl" in message
+
+
+@pytest.mark.parametrize(
+    ("kind", "resource", "namespaced", "good", "webhook"),
+    [
+        ("MaasTenantConfig", MaasTenantConfig, True, "default-tenant", "vmaastenantconfig.kb.io"),
+        ("Tenant", LegacyTenant, True, "default-tenant", "vtenant.kb.io"),
+        ("Config", Config, False, "default", "vconfig.kb.io"),
+    ],
+)
+async def test_singleton_kinds_accept_only_their_one_name(
+    kube: AsyncClient,
+    admission: WebhookTLS,
+    unique: Names,
+    kind: str,
+    resource: Any,
+    namespaced: bool,
+    good: str,
+    webhook: str,
+) -> None:
+    namespace = unique("singletons")
+    await samples.ensure_namespace(kube, namespace)
+
+    def body(name: str) -> Any:
+        metadata: dict[str, Any] = {"name": name}
+        if namespaced:
+            metadata["namespace"] = namespace
+        return resource.from_dict(
+            {"apiVersion": contract.API_VERSION, "kind": kind, "metadata": metadata, "spec": {}}
+        )
+
+    # This API server (1.20) ignores the CRDs' CEL rule; the webhook refuses with its message.
+    with pytest.raises(ApiError) as info:
+        await kube.create(body("extra"))
+    assert info.value.status.message == (
+        f'admission webhook "{webhook}" denied the request: {kind} name must be {good}'
+    )
+    # The one allowed name passes the webhook (a dry run; Config/default may exist already,
+    # which storage, after admission, answers with 409).
+    try:
+        created = await kube.create(body(good), dry_run=True)
+        answer = created.metadata.name if created.metadata else None
+    except ApiError as exc:
+        answer = exc.status.message if exc.status.code != 409 else good
+    assert answer == good
 
 
 async def test_custom_infrastructure_namespace_is_allowed(

@@ -157,6 +157,7 @@ def default_tenant_body(
     aitenant_namespace: str,
     gateway_name: str,
     legacy_tenant: Mapping[str, Any] | None,
+    gateway_namespace: str = "",
 ) -> Obj:
     """The default AITenant as created: gateway name and OIDC from a legacy Tenant if any.
 
@@ -166,7 +167,9 @@ def default_tenant_body(
     """
     spec: Obj = {"gateway": {"name": gateway_name}}
     if legacy_tenant is not None:
-        oidc = legacy.legacy_oidc(legacy_tenant)
+        # OIDC settings the AITenant would refuse are left out: the create succeeds and the
+        # tenant then reports why its legacy Tenant cannot be migrated.
+        oidc = legacy.migratable_oidc(legacy_tenant, gateway_namespace)
         if oidc is not None:
             spec["oidc"] = oidc
         _, legacy_name = legacy.legacy_gateway(legacy_tenant)
@@ -272,6 +275,7 @@ class DefaultTenantBootstrap:
             aitenant_namespace=s.aitenant_namespace,
             gateway_name=s.gateway_name,
             legacy_tenant=legacy_tenant,
+            gateway_namespace=s.gateway_namespace,
         )
         try:
             await self.client.create(AITenant.from_dict(body))

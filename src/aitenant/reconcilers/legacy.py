@@ -24,7 +24,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any
 
-from aitenant import contract
+from aitenant import contract, spec_rules
 from aitenant.reconcilers import ownership
 
 Obj = dict[str, Any]
@@ -33,6 +33,8 @@ Obj = dict[str, Any]
 CONFIG_FIELDS = ("apiKeys", "telemetry")
 # Fields of legacy spec.externalOIDC that the AITenant's spec.oidc knows.
 OIDC_FIELDS = ("issuerUrl", "clientId", "ttl")
+# Where each AITenant field filled by the migration comes from in the legacy spec.
+LEGACY_FIELD = {"oidc": "externalOIDC", "gateway": "gatewayRef"}
 
 
 class MigrationError(Exception):
@@ -77,7 +79,11 @@ def platform_context_patch(
     * ``spec.gateway.name`` ← ``gatewayRef.name`` when the AITenant has none, except that a
       non-default tenant never inherits the shared default Gateway (``--gateway-name``);
     * a legacy ``gatewayRef.namespace`` other than ``--gateway-namespace`` stops the migration
-      (MigrationError) before anything is copied: the AITenant cannot choose its namespace.
+      (MigrationError) before anything is copied: the AITenant cannot choose its namespace;
+    * so does a value the AITenant's own rules would refuse (e.g. an OIDC ``ttl`` under 30,
+      which a Tenant stored under an older, laxer schema can hold), whether or not the AITenant
+      already has its own: nothing is copied, rather than a migration that stops halfway (the
+      API server would refuse to mark such an object migrated anyway).
     """
     legacy_meta = _meta(legacy)
     legacy_ns, legacy_name = legacy_gateway(legacy)
@@ -88,9 +94,20 @@ def platform_context_patch(
             f'namespace "{gateway_namespace}"; AITenant supports gateway name migration only, '
             "so update --gateway-namespace or clear the legacy namespace before migration"
         )
+    oidc = legacy_oidc(legacy)
+    migrated: dict[str, Any] = {"oidc": oidc} if oidc is not None else {}
+    if legacy_name:
+        migrated["gateway"] = {"name": legacy_name}
+    if problems := spec_rules.spec_problems({"spec": migrated}, gateway_namespace):
+        path, message = problems[0]
+        source = ".".join(("spec", LEGACY_FIELD.get(path[1], path[1]), *path[2:]))
+        raise MigrationError(
+            f"legacy Tenant {legacy_meta.get('namespace', '')}/{legacy_meta.get('name', '')} "
+            f"{source} cannot be migrated to the AITenant: {message}. Correct {source} in the "
+            "legacy Tenant, then change the AITenant's spec (or restart the controller) to resume"
+        )
     spec = _spec(tenant)
     fill: dict[str, Any] = {}
-    oidc = legacy_oidc(legacy)
     if spec.get("oidc") is None and oidc is not None:
         fill["oidc"] = oidc
     gateway = spec.get("gateway")
@@ -100,6 +117,14 @@ def platform_context_patch(
     if legacy_name and not current and not shared_default:
         fill["gateway"] = {"name": legacy_name}
     return {"spec": fill} if fill else None
+
+
+def migratable_oidc(legacy: Mapping[str, Any], gateway_namespace: str) -> dict[str, Any] | None:
+    """The legacy OIDC settings when the AITenant's rules accept them as ``spec.oidc``."""
+    oidc = legacy_oidc(legacy)
+    if oidc is None or spec_rules.spec_problems({"spec": {"oidc": oidc}}, gateway_namespace):
+        return None
+    return oidc
 
 
 def config_spec_fill(

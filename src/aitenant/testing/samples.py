@@ -11,7 +11,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, cast
 
-import yaml
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import async_load_in_cluster_generic_resources
 from lightkube.models.meta_v1 import ObjectMeta
@@ -19,8 +18,9 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 
-from aitenant import contract
+from aitenant import cluster_manifests, contract
 from aitenant.platform import kinds as platform_kinds
+from aitenant.platform.discovery import http_fetch
 from aitenant.resources import AITenant, Gateway
 
 log = logging.getLogger(__name__)
@@ -30,18 +30,24 @@ REPO_ROOT = Path(__file__).resolve().parents[3]
 TEST_CRDS = REPO_ROOT / "tests" / "crds"
 
 
-def crd_documents(*folders: Path) -> list[dict[str, Any]]:
-    docs: list[dict[str, Any]] = []
-    for folder in folders:
-        for path in sorted(folder.glob("*.yaml")):
-            docs.extend(d for d in yaml.safe_load_all(path.read_text()) if d)
-    return docs
+async def server_version(client: AsyncClient) -> tuple[int, int]:
+    """(major, minor) of the API server, from its /version endpoint."""
+    info = await http_fetch(client)("/version")
+    if info is None:
+        raise RuntimeError("the API server has no /version")
+    return cluster_manifests.parse_server_version(info)
+
+
+def crd_documents(*folders: Path, version: tuple[int, int] = (1, 20)) -> list[dict[str, Any]]:
+    return [doc for folder in folders for doc in cluster_manifests.crd_documents(version, folder)]
 
 
 async def install_crds(client: AsyncClient, folders: Iterable[Path], timeout: float = 30) -> None:
-    """Server-side apply every CRD in ``folders`` and wait until each is Established."""
+    """Server-side apply every CRD in ``folders`` as this API server accepts them (the charm's
+    loader: no CEL rules before 1.25) and wait until each is Established."""
     names = []
-    for doc in crd_documents(*folders):
+    version = await server_version(client)
+    for doc in crd_documents(*folders, version=version):
         crd = cast(CustomResourceDefinition, CustomResourceDefinition.from_dict(doc))
         await client.apply(crd, field_manager="aitenant-tests", force=True)
         names.append(doc["metadata"]["name"])

@@ -1,4 +1,5 @@
-"""The HTTPS front end of the AITenant admission webhook (aiohttp).
+"""The HTTPS front end of the admission webhook (aiohttp): AITenants, and the singleton names
+of MaasTenantConfig, Tenant and Config.
 
 It only moves bytes: read the request body (capped), hand it to ``validators.review``, write the
 JSON answer back, and log one line per denial or bad request. Every replica serves it, leader or
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +32,7 @@ from aitenant.webhook.validators import (
     GatewayIndex,
     WebhookPolicy,
     review,
+    review_singleton,
 )
 
 log = logging.getLogger(__name__)
@@ -64,7 +66,9 @@ async def _read_capped(request: web.Request, max_bytes: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _log_outcome(request: web.Request, status: int, document: dict[str, Any]) -> None:
+def _log_outcome(
+    request: web.Request, status: int, document: dict[str, Any], kind: str = "AITenant"
+) -> None:
     peer = request.remote or "-"
     if status != 200:
         log.warning("bad admission request from %s: HTTP %d: %s", peer, status, document)
@@ -79,7 +83,8 @@ def _log_outcome(request: web.Request, status: int, document: dict[str, Any]) ->
         level = logging.WARNING
     log.log(
         level,
-        "AITenant admission denied (uid %s, code %s): %s",
+        "%s admission denied (uid %s, code %s): %s",
+        kind,
         response.get("uid"),
         code,
         details.get("message"),
@@ -105,6 +110,27 @@ async def _validate(request: web.Request) -> web.Response:
     return web.json_response(document, status=status)
 
 
+def _singleton_handler(
+    singleton: contract.SingletonKind,
+) -> Callable[[web.Request], Awaitable[web.Response]]:
+    async def handle(request: web.Request) -> web.Response:
+        state = request.app[_STATE]
+        body = await _read_capped(request, state.max_bytes)
+        if body is None:
+            document: dict[str, Any] = {
+                "error": f"AdmissionReview body exceeds {state.max_bytes} bytes"
+            }
+            status = 413
+        else:
+            status, document = review_singleton(
+                body, singleton=singleton, max_bytes=state.max_bytes
+            )
+        _log_outcome(request, status, document, singleton.kind)
+        return web.json_response(document, status=status)
+
+    return handle
+
+
 def build_app(
     *,
     policy: WebhookPolicy,
@@ -112,7 +138,8 @@ def build_app(
     max_bytes: int = DEFAULT_MAX_BYTES,
     observe: Callable[[float], None] | None = None,
 ) -> web.Application:
-    """The aiohttp application: ``POST <contract.WEBHOOK_PATH>`` answers AdmissionReviews.
+    """The aiohttp application: ``POST <contract.WEBHOOK_PATH>`` answers AdmissionReviews
+    about AITenants, and each ``contract.SINGLETON_KINDS`` path those about its kind's name.
 
     ``observe`` receives the seconds spent deciding each review (parse + rules), for metrics.
     """
@@ -122,6 +149,8 @@ def build_app(
     app = web.Application(client_max_size=max_bytes)
     app[_STATE] = _WebhookState(policy=policy, index=index, max_bytes=max_bytes, observe=observe)
     app.router.add_post(contract.WEBHOOK_PATH, _validate)
+    for singleton in contract.SINGLETON_KINDS:
+        app.router.add_post(singleton.path, _singleton_handler(singleton))
     return app
 
 
@@ -143,6 +172,6 @@ async def serve(
         raise
     for address in runner.addresses:
         log.info(
-            "AITenant admission webhook listening on %s (path %s)", address, contract.WEBHOOK_PATH
+            "admission webhook listening on %s (AITenant path %s)", address, contract.WEBHOOK_PATH
         )
     return runner

@@ -21,20 +21,24 @@ DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
 
 Gateway uniqueness counts AITenants that are being deleted and skips the object itself, as
 upstream does: a Gateway is free again only once its previous tenant is gone.
+
+MaasTenantConfig, Tenant and Config (``review_singleton``): on CREATE the name must be the one
+name their CRD allows (``default-tenant``, ``default-tenant``, ``default``), with the message of
+the CRD's CEL rule, which API servers before 1.25 do not evaluate.
 """
 
 from __future__ import annotations
 
 import json
 import logging
-import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final, NotRequired, Protocol, TypedDict
 
 from aitenant import contract
 from aitenant.naming import gateway_ref_for
+from aitenant.spec_rules import json_type, quote, spec_problems
 
 log = logging.getLogger(__name__)
 
@@ -60,16 +64,6 @@ MSG_NO_AITENANT_NAMESPACE: Final = "AITenant infrastructure namespace is not con
 MSG_NO_GATEWAY_NAMESPACE: Final = "gateway namespace is not configured"
 
 _NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_GATEWAY_NAME_RE: Final = re.compile(r"([a-z0-9]([-a-z0-9]*[a-z0-9])?)?")
-# The CRD patterns use \S, which the API server evaluates with Go's ASCII-only class.
-_WHITESPACE: Final = "\t\n\f\r "
-_ISSUER_RE: Final = re.compile(rf"https://[^{_WHITESPACE}]+")
-_GATEWAY_NAME_MAX: Final = 63
-_ISSUER_MIN, _ISSUER_MAX = 9, 2048
-_CLIENT_ID_MAX: Final = 256
-_TTL_MIN: Final = 30
-_TTL_DEFAULT: Final = 300
-
 _REASONS: Final = {
     400: "BadRequest",
     403: "Forbidden",
@@ -129,30 +123,9 @@ class WebhookPolicy:
 _MISSING: Final = object()
 
 
-def _quote(value: str) -> str:
-    """Quote like Go's ``%q`` for the strings that reach these messages."""
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int | float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list | tuple):
-        return "array"
-    if isinstance(value, Mapping):
-        return "object"
-    return type(value).__name__
-
-
 def _describe(obj: object) -> str:
     if not isinstance(obj, Mapping):
-        return _json_type(obj)
+        return json_type(obj)
     api_version, kind = obj.get("apiVersion"), obj.get("kind")
     if not api_version and not kind:
         return "an object without apiVersion and kind"
@@ -213,151 +186,13 @@ def _check_name(obj: Mapping[str, Any]) -> Verdict | None:
     return None
 
 
-Problem = tuple[tuple[str, ...], str]
-"""A spec rule violation: the field path it concerns and the message."""
-
-
-def _gateway_problems(spec: Mapping[str, Any], gateway_namespace: str) -> list[Problem]:
-    gateway = spec.get("gateway")
-    if gateway is None:
-        return []
-    if not isinstance(gateway, Mapping):
-        return [
-            (
-                ("spec", "gateway"),
-                f"spec.gateway must be an object with an optional name, got {_json_type(gateway)}",
-            )
-        ]
-    path = ("spec", "gateway", "name")
-    name = gateway.get("name")
-    hint = (
-        f"set it to the name of a Gateway in namespace {_quote(gateway_namespace)}, "
-        "or remove it to use the AITenant name"
-    )
-    if name is None:
-        return []
-    if not isinstance(name, str):
-        return [(path, f"spec.gateway.name must be a string, got {_json_type(name)}; {hint}")]
-    if len(name) > _GATEWAY_NAME_MAX:
-        return [
-            (
-                path,
-                f"spec.gateway.name must be at most {_GATEWAY_NAME_MAX} characters "
-                f"(got {len(name)}); {hint}",
-            )
-        ]
-    if not _GATEWAY_NAME_RE.fullmatch(name):
-        return [
-            (
-                path,
-                f"spec.gateway.name {_quote(name)} must be a valid DNS-1123 label (lowercase "
-                f"alphanumeric and hyphens, starting and ending with alphanumeric); {hint}",
-            )
-        ]
-    return []
-
-
-def _issuer_problem(oidc: Mapping[str, Any]) -> str | None:
-    hint = "set it to the https:// URL of your OIDC issuer, or remove spec.oidc"
-    issuer = oidc.get("issuerUrl")
-    if issuer is None:
-        return f"spec.oidc.issuerUrl is required when spec.oidc is set; {hint}"
-    if not isinstance(issuer, str):
-        return f"spec.oidc.issuerUrl must be a string, got {_json_type(issuer)}; {hint}"
-    if not issuer:
-        return f"spec.oidc.issuerUrl must not be empty; {hint}"
-    if not _ISSUER_RE.fullmatch(issuer):
-        return (
-            f"spec.oidc.issuerUrl {_quote(issuer)} must start with https:// and contain no "
-            f"whitespace; {hint}"
-        )
-    if not _ISSUER_MIN <= len(issuer) <= _ISSUER_MAX:
-        return (
-            f"spec.oidc.issuerUrl must be between {_ISSUER_MIN} and {_ISSUER_MAX} characters "
-            f"(got {len(issuer)}); {hint}"
-        )
-    return None
-
-
-def _client_id_problem(oidc: Mapping[str, Any]) -> str | None:
-    hint = "set it to the client ID registered with your OIDC issuer, or remove spec.oidc"
-    client_id = oidc.get("clientId")
-    if client_id is None:
-        return f"spec.oidc.clientId is required when spec.oidc is set; {hint}"
-    if not isinstance(client_id, str):
-        return f"spec.oidc.clientId must be a string, got {_json_type(client_id)}; {hint}"
-    if not client_id:
-        return f"spec.oidc.clientId must not be empty; {hint}"
-    if any(char in _WHITESPACE for char in client_id):
-        return f"spec.oidc.clientId {_quote(client_id)} must not contain whitespace; {hint}"
-    if len(client_id) > _CLIENT_ID_MAX:
-        return (
-            f"spec.oidc.clientId must be at most {_CLIENT_ID_MAX} characters "
-            f"(got {len(client_id)}); {hint}"
-        )
-    return None
-
-
-def _ttl_problem(oidc: Mapping[str, Any]) -> str | None:
-    hint = f"use {_TTL_MIN} or more, or remove it to get the default of {_TTL_DEFAULT}"
-    ttl = oidc.get("ttl")
-    if ttl is None:
-        return None
-    integral = isinstance(ttl, int) or (
-        isinstance(ttl, float) and math.isfinite(ttl) and ttl.is_integer()
-    )
-    if isinstance(ttl, bool) or not integral:
-        return (
-            f"spec.oidc.ttl must be an integer number of seconds, got {_json_type(ttl)} "
-            f"{json.dumps(ttl)}; {hint}"
-        )
-    if ttl < _TTL_MIN:
-        return f"spec.oidc.ttl must be at least {_TTL_MIN} seconds (got {int(ttl)}); {hint}"
-    return None
-
-
-def _oidc_problems(spec: Mapping[str, Any]) -> list[Problem]:
-    oidc = spec.get("oidc")
-    if oidc is None:
-        return []
-    if not isinstance(oidc, Mapping):
-        return [
-            (
-                ("spec", "oidc"),
-                f"spec.oidc must be an object with issuerUrl and clientId, "
-                f"got {_json_type(oidc)}; set both fields, or remove spec.oidc",
-            )
-        ]
-    checks: tuple[tuple[str, Callable[[Mapping[str, Any]], str | None]], ...] = (
-        ("issuerUrl", _issuer_problem),
-        ("clientId", _client_id_problem),
-        ("ttl", _ttl_problem),
-    )
-    problems: list[Problem] = []
-    for field, check in checks:
-        message = check(oidc)
-        if message is not None:
-            problems.append((("spec", "oidc", field), message))
-    return problems
-
-
-def spec_problems(obj: Mapping[str, Any], gateway_namespace: str) -> list[Problem]:
-    """Every violation of the CRD schema's spec rules, in a fixed order (gateway, then oidc)."""
-    spec = obj.get("spec")
-    if spec is None:
-        return []
-    if not isinstance(spec, Mapping):
-        return [(("spec",), f"spec must be an object, got {_json_type(spec)}")]
-    return _gateway_problems(spec, gateway_namespace) + _oidc_problems(spec)
-
-
 def _check_placement(obj: Mapping[str, Any], policy: WebhookPolicy) -> Verdict | None:
     namespace = _meta_str(obj, "namespace")
     if namespace == policy.aitenant_namespace:
         return None
     return deny(
         f"AITenant {namespace}/{_meta_str(obj, 'name')} must be created in the configured "
-        f"AITenant infrastructure namespace {_quote(policy.aitenant_namespace)}"
+        f"AITenant infrastructure namespace {quote(policy.aitenant_namespace)}"
     )
 
 
@@ -474,23 +309,23 @@ def _reply(uid: str, verdict: Verdict) -> tuple[int, dict[str, Any]]:
     return 200, dict(review_response)
 
 
-def _target_problem(request: Mapping[str, Any]) -> str | None:
-    """Refuse reviews about anything but the AITenant main resource."""
-    kind, resource = request.get("kind"), request.get("resource")
-    if not isinstance(kind, Mapping) or not isinstance(resource, Mapping):
+def _target_problem(request: Mapping[str, Any], kind: str, resource: str) -> str | None:
+    """Refuse reviews about anything but the main resource this path validates."""
+    got = request.get("kind"), request.get("resource")
+    if not isinstance(got[0], Mapping) or not isinstance(got[1], Mapping):
         return "AdmissionReview request.kind and request.resource are required"
-    got_kind = (kind.get("group"), kind.get("version"), kind.get("kind"))
-    got_resource = (resource.get("group"), resource.get("version"), resource.get("resource"))
-    want_kind = (contract.GROUP, contract.VERSION, AITENANT_KIND)
-    want_resource = (contract.GROUP, contract.VERSION, AITENANT_RESOURCE)
+    got_kind = (got[0].get("group"), got[0].get("version"), got[0].get("kind"))
+    got_resource = (got[1].get("group"), got[1].get("version"), got[1].get("resource"))
+    want_kind = (contract.GROUP, contract.VERSION, kind)
+    want_resource = (contract.GROUP, contract.VERSION, resource)
     sub_resource = request.get("subResource") or ""
     if got_kind != want_kind or got_resource != want_resource or sub_resource:
         shown = "/".join(str(part or "") for part in got_resource)
         if sub_resource:
             shown += f"/{sub_resource}"
         return (
-            f"this webhook only validates {contract.API_VERSION} {AITENANT_KIND} "
-            f"({AITENANT_RESOURCE}), got kind {got_kind[2]!s} of resource {shown}"
+            f"this webhook only validates {contract.API_VERSION} {kind} "
+            f"({resource}), got kind {got_kind[2]!s} of resource {shown}"
         )
     return None
 
@@ -515,7 +350,7 @@ def _decide(request: Mapping[str, Any], *, policy: WebhookPolicy, index: Gateway
     if operation in ("DELETE", "CONNECT"):
         return allow()
     if operation not in ("CREATE", "UPDATE"):
-        return deny(f"unsupported admission operation {_quote(str(operation))}", code=400)
+        return deny(f"unsupported admission operation {quote(str(operation))}", code=400)
     obj = request.get("object")
     if not isinstance(obj, Mapping):
         return deny("AdmissionReview request.object is missing", code=400)
@@ -528,15 +363,16 @@ def _decide(request: Mapping[str, Any], *, policy: WebhookPolicy, index: Gateway
     return validate_update(_with_request_identity(old, request), obj, policy=policy, index=index)
 
 
-def review(
-    body: bytes, *, policy: WebhookPolicy, index: GatewayIndex, max_bytes: int
-) -> tuple[int, dict[str, Any]]:
-    """Answer one AdmissionReview request body: (HTTP status, JSON document). Never raises.
+@dataclass(frozen=True)
+class _Opened:
+    """A well-formed AdmissionReview: its uid and request."""
 
-    A well-formed review gets HTTP 200 and an AdmissionReview reply. A malformed one is denied
-    inside an AdmissionReview (code 400, BadRequest) when it carries a ``request.uid`` the API
-    server can match, and otherwise gets HTTP 400 (413 when too large) with ``{"error": ...}``.
-    """
+    uid: str
+    request: Mapping[str, Any]
+
+
+def _open(body: bytes, max_bytes: int) -> _Opened | tuple[int, dict[str, Any]]:
+    """The review's uid and request, or the reply that refuses a malformed review."""
     if len(body) > max_bytes:
         return _error(413, f"AdmissionReview body exceeds {max_bytes} bytes")
     try:
@@ -545,7 +381,7 @@ def review(
         return _error(400, "request body is not valid JSON")
     if not isinstance(document, Mapping):
         return _error(
-            400, f"request body must be an AdmissionReview object, got {_json_type(document)}"
+            400, f"request body must be an AdmissionReview object, got {json_type(document)}"
         )
     request = document.get("request")
     raw_uid = request.get("uid") if isinstance(request, Mapping) else None
@@ -554,10 +390,10 @@ def review(
     problem: str | None = None
     api_version, kind = document.get("apiVersion"), document.get("kind")
     if kind != ADMISSION_REVIEW_KIND:
-        problem = f"expected kind {ADMISSION_REVIEW_KIND}, got {_quote(str(kind or ''))}"
+        problem = f"expected kind {ADMISSION_REVIEW_KIND}, got {quote(str(kind or ''))}"
     elif api_version != ADMISSION_API_VERSION:
         problem = (
-            f"unsupported AdmissionReview version {_quote(str(api_version or ''))}; "
+            f"unsupported AdmissionReview version {quote(str(api_version or ''))}; "
             f"only {ADMISSION_API_VERSION} is served"
         )
     elif not isinstance(request, Mapping):
@@ -568,8 +404,23 @@ def review(
         return _reply(uid, deny(problem, code=400)) if uid else _error(400, problem)
     assert isinstance(request, Mapping)
     assert uid is not None
+    return _Opened(uid, request)
 
-    if (target := _target_problem(request)) is not None:
+
+def review(
+    body: bytes, *, policy: WebhookPolicy, index: GatewayIndex, max_bytes: int
+) -> tuple[int, dict[str, Any]]:
+    """Answer one AdmissionReview request body: (HTTP status, JSON document). Never raises.
+
+    A well-formed review gets HTTP 200 and an AdmissionReview reply. A malformed one is denied
+    inside an AdmissionReview (code 400, BadRequest) when it carries a ``request.uid`` the API
+    server can match, and otherwise gets HTTP 400 (413 when too large) with ``{"error": ...}``.
+    """
+    opened = _open(body, max_bytes)
+    if not isinstance(opened, _Opened):
+        return opened
+    uid, request = opened.uid, opened.request
+    if (target := _target_problem(request, AITENANT_KIND, AITENANT_RESOURCE)) is not None:
         return _reply(uid, deny(target, code=400))
     try:
         verdict = _decide(request, policy=policy, index=index)
@@ -577,3 +428,41 @@ def review(
         log.exception("AITenant admission for uid %s failed", uid)
         verdict = deny(f"internal error while validating the AITenant: {exc!r}", code=500)
     return _reply(uid, verdict)
+
+
+# --- singleton names (MaasTenantConfig, Tenant, Config) -------------------------------------
+
+
+def validate_singleton_create(obj: object, singleton: contract.SingletonKind) -> Verdict:
+    """Decide a CREATE of one of the kinds whose CRD allows a single name (the CEL rule)."""
+    if not (
+        isinstance(obj, Mapping)
+        and obj.get("kind") == singleton.kind
+        and obj.get("apiVersion") == contract.API_VERSION
+    ):
+        return deny(f"expected {singleton.kind} object, got {_describe(obj)}")
+    if _meta_str(obj, "name") != singleton.name:
+        return deny(singleton.message)
+    return allow()
+
+
+def review_singleton(
+    body: bytes, *, singleton: contract.SingletonKind, max_bytes: int
+) -> tuple[int, dict[str, Any]]:
+    """Answer one AdmissionReview for ``singleton``'s kind, like ``review``. Never raises.
+
+    Only CREATE is judged: a name cannot change afterwards, and an object stored before the
+    rule existed must stay editable (its finalizers removable) and deletable.
+    """
+    opened = _open(body, max_bytes)
+    if not isinstance(opened, _Opened):
+        return opened
+    uid, request = opened.uid, opened.request
+    if (target := _target_problem(request, singleton.kind, singleton.resource)) is not None:
+        return _reply(uid, deny(target, code=400))
+    if request.get("operation") != "CREATE":
+        return _reply(uid, allow())
+    obj = request.get("object")
+    if not isinstance(obj, Mapping):
+        return _reply(uid, deny("AdmissionReview request.object is missing", code=400))
+    return _reply(uid, validate_singleton_create(_with_request_identity(obj, request), singleton))

@@ -24,6 +24,8 @@ from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 APP = "aitenant-k8s"
 MODEL = "maas"
+# What the fake API server answers on /version (a server without CEL, like the e2e one).
+SERVER_VERSION = {"major": "1", "minor": "20", "gitVersion": "v1.20.2"}
 
 DEFAULT_MAAS_API = MaasApiAppData(
     image="quay.io/opendatahub/maas-api:v1",
@@ -137,6 +139,11 @@ class CharmKit:
 
     def secret(self, label: str) -> dict[str, str]:
         return self.harness.model.get_secret(label=label).get_content(refresh=True)
+
+    def server_version(self, major: str, minor: str) -> None:
+        """Make the fake API server report another version on /version."""
+        http = self.kube._client._client
+        http.get.return_value.json.return_value = {"major": major, "minor": minor}
 
     def applied(self, kind: type) -> list[Any]:
         """Objects of ``kind`` passed to Client.apply, in order."""

@@ -7,7 +7,7 @@ from collections.abc import Iterator
 from unittest.mock import MagicMock, patch
 
 import pytest
-from charm_kit import APP, MODEL, CharmKit, api_error, set_tenant_count
+from charm_kit import APP, MODEL, SERVER_VERSION, CharmKit, api_error, set_tenant_count
 from ops import testing
 
 import charm
@@ -26,7 +26,10 @@ def kube() -> Iterator[MagicMock]:
         client.list.side_effect = lambda *args, **kwargs: iter([])  # pyright: ignore[reportUnknownLambdaType]
         client.apply.side_effect = lambda obj, *args, **kwargs: obj  # pyright: ignore[reportUnknownLambdaType]
         client.get.side_effect = api_error(404, "not found")
-        client._client = MagicMock()
+        # GET /version through lightkube's own HTTP client (it has no call for it).
+        http = MagicMock()
+        http.get.return_value.json.return_value = dict(SERVER_VERSION)
+        client._client = MagicMock(_client=http)
         set_tenant_count(client, items=0, remaining=None)
         yield client
 

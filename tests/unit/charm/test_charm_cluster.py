@@ -5,15 +5,23 @@ from __future__ import annotations
 import base64
 import datetime
 import json
-from typing import cast
+from typing import Any, cast
 from unittest.mock import MagicMock
 
+import ops
 import pytest
-from charm_kit import APP, MODEL, CharmKit, api_error
+from charm_kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding
+from lightkube.resources.rbac_authorization_v1 import (
+    ClusterRole,
+    ClusterRoleBinding,
+    Role,
+    RoleBinding,
+)
 
 import charm
 import charm_manifests
@@ -94,7 +102,7 @@ def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: Char
     # WHEN we look at the applied ValidatingWebhookConfiguration
     webhook = _webhook(ready)
     assert webhook.webhooks
-    [hook] = webhook.webhooks
+    hook, *singletons = webhook.webhooks
     # THEN it calls the app's Service on 9443 at the AITenant path and trusts the CA
     assert webhook.metadata
     assert webhook.metadata.name == f"{MODEL}-{APP}"
@@ -104,6 +112,17 @@ def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: Char
     assert (service.name, service.namespace, service.port) == (APP, MODEL, 9443)
     assert service.path == contract.WEBHOOK_PATH
     assert ca in _ca_bundle(webhook)
+    # AND the same Service judges the names of MaasTenantConfig, Tenant and Config on CREATE
+    assert [
+        (h.name, h.clientConfig.service and h.clientConfig.service.path) for h in singletons
+    ] == [(kind.webhook, kind.path) for kind in contract.SINGLETON_KINDS]
+    for singleton, kind in zip(singletons, contract.SINGLETON_KINDS, strict=True):
+        assert singleton.clientConfig.caBundle == hook.clientConfig.caBundle
+        assert singleton.clientConfig.service is not None
+        assert singleton.clientConfig.service.name == APP
+        assert singleton.rules
+        [rule] = singleton.rules
+        assert (rule.operations, rule.resources) == (["CREATE"], [kind.resource])
     # AND the served certificate chains to that CA and names the Service
     served = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
     assert charm_pki.issued_by(served, ca)
@@ -223,3 +242,149 @@ def test_removing_the_certificates_relation_falls_back_to_the_internal_ca(kit: C
     assert charm_pki.issued_by(kit.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt"), ca)
     assert ca in _ca_bundle(_webhook(kit))
     assert charm.SERVICE in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+
+
+# --- CRDs for the API server's version, and the namespaced Roles -----------------------------
+
+
+def _has_cel(crds: list[CustomResourceDefinition]) -> bool:
+    return "x-kubernetes-validations" in json.dumps([crd.to_dict() for crd in crds])
+
+
+def test_crds_carry_cel_rules_only_where_the_api_server_evaluates_them(kit: CharmKit):
+    # GIVEN a 1.20 API server (the fake's default), WHEN the leader reconciles
+    kit.make_ready()
+    # THEN the CRDs are applied without CEL rules (the webhook enforces them there)
+    assert not _has_cel(kit.applied(CustomResourceDefinition))
+    # AND on a 1.30 API server they keep them
+    kit.kube.apply.reset_mock()
+    kit.server_version("1", "30")
+    kit.reconcile()
+    assert _has_cel(kit.applied(CustomResourceDefinition))
+
+
+def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str | None]]:
+    return {
+        (type(obj).__name__, obj.metadata.namespace, obj.metadata.name)
+        for obj in objects
+        if obj.metadata
+    }
+
+
+PREFIX = f"{MODEL}-{APP}"
+
+
+def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready: CharmKit):
+    # GIVEN maas-api says its infra namespace is maas-infra
+    # WHEN the leader reconciles
+    ready.kube.apply.reset_mock()
+    ready.reconcile()
+    roles = ready.applied(Role)
+    bindings = ready.applied(RoleBinding)
+    # THEN the Lease Role lives in the model's namespace, the platform Role in maas-infra
+    assert _where(roles) == {
+        ("Role", MODEL, f"{PREFIX}-leader-election"),
+        ("Role", "maas-infra", f"{PREFIX}-platform"),
+    }
+    assert _where(bindings) == {
+        ("RoleBinding", MODEL, f"{PREFIX}-leader-election"),
+        ("RoleBinding", "maas-infra", f"{PREFIX}-platform"),
+    }
+    for binding in bindings:
+        assert binding.subjects
+        [subject] = binding.subjects
+        assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
+        assert binding.metadata
+        assert binding.metadata.labels == charm_manifests.MANAGED_BY_LABEL
+    # AND the controller's ClusterRole no longer grants Leases or Secrets anywhere
+    [controller_role] = [
+        r
+        for r in ready.applied(ClusterRole)
+        if r.metadata and r.metadata.name == "aitenant-controller"
+    ]
+    resources = {res for rule in controller_role.rules or [] for res in rule.resources or []}
+    assert not {"leases", "secrets"} & resources
+
+
+def test_without_an_infra_namespace_the_platform_role_is_in_the_model(kit: CharmKit):
+    # GIVEN maas-api that names no infra namespace: the controller defaults to its own
+    kit.integrate_gateway()
+    kit.integrate_maas_api(DEFAULT_MAAS_API.model_copy(update={"infra_namespace": ""}))
+    kit.reconcile()
+    # THEN both Roles are in the model's namespace
+    assert {ns for _, ns, _ in _where(kit.applied(Role))} == {MODEL}
+
+
+def _stored(kind: type, namespace: str, name: str, managed: bool = True) -> Role | RoleBinding:
+    labels = dict(charm_manifests.MANAGED_BY_LABEL) if managed else {}
+    metadata = ObjectMeta(name=name, namespace=namespace, labels=labels)
+    if kind is RoleBinding:
+        ref = RoleRef(apiGroup="rbac.authorization.k8s.io", kind="Role", name=name)
+        return RoleBinding(metadata=metadata, roleRef=ref)
+    return Role(metadata=metadata)
+
+
+def test_changing_infra_namespace_moves_the_platform_role_and_deletes_the_old_one(
+    ready: CharmKit,
+):
+    # GIVEN the platform Role and binding in the old infra namespace, and a user's Role there
+    stored = {
+        Role: [
+            _stored(Role, "maas-infra", f"{PREFIX}-platform"),
+            _stored(Role, MODEL, f"{PREFIX}-leader-election"),
+            _stored(Role, "maas-infra", "someone-elses", managed=True),
+        ],
+        RoleBinding: [_stored(RoleBinding, "maas-infra", f"{PREFIX}-platform")],
+    }
+    ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
+    ready.kube.apply.reset_mock()
+    # WHEN the operator points the controller at another infra namespace
+    ready.configure(infra_namespace="tenant-infra")
+    # THEN the platform Role is applied there, and only ours in the old namespace are deleted
+    assert ("Role", "tenant-infra", f"{PREFIX}-platform") in _where(ready.applied(Role))
+    deleted = {
+        (c.args[0].__name__, c.kwargs.get("namespace"), c.args[1])
+        for c in ready.kube.delete.call_args_list
+    }
+    assert deleted == {
+        ("Role", "maas-infra", f"{PREFIX}-platform"),
+        ("RoleBinding", "maas-infra", f"{PREFIX}-platform"),
+    }
+    # AND the controller is told the new namespace
+    assert ready.flags()["infra-namespace"] == "tenant-infra"
+
+
+def test_missing_infra_namespace_waits_and_names_it(ready: CharmKit):
+    # GIVEN an infra namespace that does not exist
+    def apply(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if obj.metadata and obj.metadata.namespace == "nowhere":
+            raise api_error(404, 'namespaces "nowhere" not found')
+        return obj
+
+    ready.kube.apply.side_effect = apply
+    # WHEN the operator sets it
+    ready.configure(infra_namespace="nowhere")
+    # THEN the unit waits and says what to do
+    status = ready.status()
+    assert isinstance(status, ops.WaitingStatus)
+    assert "infra namespace 'nowhere' does not exist" in status.message
+    assert "`infra-namespace`" in status.message
+
+
+def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
+    stored = {
+        Role: [_stored(Role, "maas-infra", f"{PREFIX}-platform"), _stored(Role, "x", "other")],
+        RoleBinding: [_stored(RoleBinding, MODEL, f"{PREFIX}-leader-election")],
+    }
+    ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
+    ready.harness.set_planned_units(0)
+    ready.charm.on.remove.emit()
+    deleted = {
+        (c.args[0].__name__, c.kwargs.get("namespace"), c.args[1])
+        for c in ready.kube.delete.call_args_list
+        if c.args[0] in (Role, RoleBinding)
+    }
+    assert deleted == {
+        ("Role", "maas-infra", f"{PREFIX}-platform"),
+        ("RoleBinding", MODEL, f"{PREFIX}-leader-election"),
+    }

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 import yaml
+
+from aitenant import cluster_manifests
 
 RBAC = Path(__file__).resolve().parents[3] / "src" / "aitenant" / "manifests" / "rbac"
 
@@ -30,3 +34,137 @@ def test_controller_role_never_escalates_beyond_its_needs() -> None:
             assert rule.get("resourceNames"), "bind must be limited to named roles"
         if "gateways" in rule.get("resources", []):
             assert set(rule["verbs"]) <= {"get", "list", "watch"}, "Gateways are only read"
+
+
+def _rules_for(doc: dict[str, Any], group: str, resource: str) -> list[dict[str, Any]]:
+    return [
+        rule
+        for rule in doc["rules"]
+        if group in rule["apiGroups"] and resource in rule["resources"]
+    ]
+
+
+def test_cluster_role_keeps_no_namespaced_platform_rights() -> None:
+    doc = yaml.safe_load((RBAC / "clusterrole.yaml").read_text())
+    # Leases and Secrets are granted only in their namespaces (namespaced.yaml.j2).
+    for group, resource in [
+        ("coordination.k8s.io", "leases"),
+        ("", "secrets"),
+        ("", "serviceaccounts"),
+        ("", "services"),
+        ("apps", "deployments"),
+        ("networking.k8s.io", "networkpolicies"),
+        ("batch", "cronjobs"),
+        ("gateway.networking.k8s.io", "httproutes"),
+    ]:
+        assert _rules_for(doc, group, resource) == [], f"{resource} in the ClusterRole"
+
+
+def test_config_writes_are_limited_to_default_except_create() -> None:
+    doc = yaml.safe_load((RBAC / "clusterrole.yaml").read_text())
+    rules = _rules_for(doc, "maas.opendatahub.io", "configs")
+    by_verb = {verb: rule.get("resourceNames") for rule in rules for verb in rule["verbs"]}
+    assert by_verb == {
+        "list": None,  # the informer; RBAC checks names on lists only with a field selector
+        "watch": None,
+        "get": ["default"],
+        "patch": ["default"],
+        "create": None,  # cannot be limited by name: the webhook and CEL rule do that
+    }
+
+
+def rendered(infra: str = "maas-infra") -> list[dict[str, Any]]:
+    return cluster_manifests.render_namespaced_rbac(
+        prefix="maas-aitenant-k8s",
+        controller_namespace="maas",
+        infra_namespace=infra,
+        service_account="aitenant-k8s",
+        service_account_namespace="maas",
+        labels={"app.kubernetes.io/managed-by": "aitenant-k8s"},
+    )
+
+
+def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> None:
+    docs = rendered()
+    assert [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs] == [
+        ("Role", "maas", "maas-aitenant-k8s-leader-election"),
+        ("RoleBinding", "maas", "maas-aitenant-k8s-leader-election"),
+        ("Role", "maas-infra", "maas-aitenant-k8s-platform"),
+        ("RoleBinding", "maas-infra", "maas-aitenant-k8s-platform"),
+    ]
+    lease, lease_binding, platform, platform_binding = docs
+    assert lease["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "resourceNames": ["aitenant-controller"],
+            "verbs": ["get", "update"],
+        },
+        {"apiGroups": ["coordination.k8s.io"], "resources": ["leases"], "verbs": ["create"]},
+    ]
+    assert _rules_for(platform, "", "secrets")[0]["verbs"] == [
+        "get",
+        "list",
+        "watch",
+        "create",
+        "patch",
+        "delete",
+    ]
+    for binding, role in ((lease_binding, lease), (platform_binding, platform)):
+        assert binding["roleRef"] == {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "Role",
+            "name": role["metadata"]["name"],
+        }
+        assert binding["subjects"] == [
+            {"kind": "ServiceAccount", "name": "aitenant-k8s", "namespace": "maas"}
+        ]
+    for doc in docs:
+        assert doc["metadata"]["labels"] == {"app.kubernetes.io/managed-by": "aitenant-k8s"}
+        for rule in doc.get("rules") or []:
+            for key in ("apiGroups", "resources", "verbs", "resourceNames"):
+                assert "*" not in (rule.get(key) or [])
+
+
+def test_infra_namespace_may_be_the_controller_namespace() -> None:
+    docs = rendered(infra="maas")
+    assert {d["metadata"]["namespace"] for d in docs} == {"maas"}
+    assert len({(d["kind"], d["metadata"]["name"]) for d in docs}) == 4
+
+
+def test_namespaced_rbac_needs_every_namespace() -> None:
+    with pytest.raises(ValueError, match="infra_namespace is required"):
+        rendered(infra="")
+
+
+def test_crds_keep_cel_rules_only_for_servers_that_evaluate_them() -> None:
+    modern = {d["metadata"]["name"]: d for d in cluster_manifests.crd_documents((1, 30))}
+    old = cluster_manifests.crd_documents((1, 20))
+    rules = modern["maastenantconfigs.maas.opendatahub.io"]["spec"]["versions"][0]["schema"][
+        "openAPIV3Schema"
+    ]["x-kubernetes-validations"]
+    assert rules == [
+        {
+            "rule": "self.metadata.name == 'default-tenant'",
+            "message": "MaasTenantConfig name must be default-tenant",
+        }
+    ]
+    assert set(modern) == {d["metadata"]["name"] for d in old}
+    assert "x-kubernetes-validations" in json.dumps(list(modern.values()))
+    assert "x-kubernetes-validations" not in json.dumps(old)
+    # Nothing else is lost: the 1.20 documents are the 1.30 ones minus the rules.
+    assert old == [cluster_manifests.without_cel(d) for d in modern.values()]
+
+
+@pytest.mark.parametrize(
+    ("info", "version"),
+    [({"major": "1", "minor": "20"}, (1, 20)), ({"major": "1", "minor": "27+"}, (1, 27))],
+)
+def test_server_version(info: dict[str, str], version: tuple[int, int]) -> None:
+    assert cluster_manifests.parse_server_version(info) == version
+    assert cluster_manifests.supports_cel(version) is (version >= (1, 25))
+
+
+def test_server_version_without_numbers_is_an_error() -> None:
+    with pytest.raises(ValueError, match="minor"):
+        cluster_manifests.parse_server_version({"major": "1", "minor": ""})

@@ -196,3 +196,13 @@ def test_legacy_tenant_without_gateway_name_keeps_the_flag_gateway() -> None:
         config=config(), aitenant_namespace="ai-tenants", gateway_name="gw", legacy_tenant=legacy
     )
     assert body["spec"] == {"gateway": {"name": "gw"}}
+
+
+def test_legacy_oidc_the_aitenant_would_refuse_is_left_out_of_the_default_tenant() -> None:
+    # The create then succeeds and the tenant reports LegacyTenantMigrationFailed instead.
+    oidc = {"issuerUrl": "https://idp.example", "clientId": "maas", "ttl": 10}
+    legacy = {"metadata": {}, "spec": {"gatewayRef": {"name": "custom-gw"}, "externalOIDC": oidc}}
+    body = default_tenant_body(
+        config=config(), aitenant_namespace="ai-tenants", gateway_name="gw", legacy_tenant=legacy
+    )
+    assert body["spec"] == {"gateway": {"name": "custom-gw"}}

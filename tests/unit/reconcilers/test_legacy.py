@@ -14,6 +14,7 @@ from aitenant.reconcilers.legacy import (
     MigrationError,
     config_spec_fill,
     mark_patch,
+    migratable_oidc,
     platform_context_patch,
     removal_verified,
 )
@@ -117,6 +118,61 @@ def test_mismatch_is_reported_even_when_the_aitenant_has_its_own_gateway() -> No
     old = legacy({"gatewayRef": {"namespace": "elsewhere", "name": "gw"}})
     with pytest.raises(MigrationError):
         context(aitenant(spec={"gateway": {"name": "mine"}}), old)
+
+
+@pytest.mark.parametrize(
+    ("legacy_spec", "field", "problem"),
+    [
+        (
+            {"externalOIDC": {**OIDC, "ttl": 10}},
+            "spec.externalOIDC.ttl",
+            "spec.oidc.ttl must be at least 30 seconds (got 10)",
+        ),
+        (
+            {"externalOIDC": {"issuerUrl": "http://idp.example", "clientId": "maas"}},
+            "spec.externalOIDC.issuerUrl",
+            'spec.oidc.issuerUrl "http://idp.example" must start with https://',
+        ),
+        (
+            {"externalOIDC": {"issuerUrl": "https://idp.example"}},
+            "spec.externalOIDC.clientId",
+            "spec.oidc.clientId is required when spec.oidc is set",
+        ),
+        (
+            {"gatewayRef": {"namespace": GW_NS, "name": "Team_GW"}, "externalOIDC": OIDC},
+            "spec.gatewayRef.name",
+            'spec.gateway.name "Team_GW" must be a valid DNS-1123 label',
+        ),
+    ],
+)
+def test_values_the_aitenant_would_refuse_stop_the_migration_before_any_copy(
+    legacy_spec: dict[str, Any], field: str, problem: str
+) -> None:
+    # A Tenant stored under an older, laxer schema: nothing of it is copied.
+    with pytest.raises(MigrationError) as info:
+        context(aitenant(), legacy(legacy_spec))
+    message = str(info.value)
+    assert message.startswith(
+        f"legacy Tenant ai-tenant-team-a/default-tenant {field} cannot be migrated to the "
+        f"AITenant: {problem}"
+    )
+    assert message.endswith(
+        f"Correct {field} in the legacy Tenant, then change the AITenant's spec (or restart "
+        "the controller) to resume"
+    )
+
+
+def test_a_refused_legacy_value_stops_the_migration_even_when_the_aitenant_has_its_own() -> None:
+    # Nothing would be copied, but such a Tenant cannot even be marked migrated.
+    old = legacy({"externalOIDC": {**OIDC, "ttl": 10}})
+    with pytest.raises(MigrationError, match=r"spec\.externalOIDC\.ttl cannot be migrated"):
+        context(aitenant(spec={"oidc": OIDC}), old)
+
+
+def test_migratable_oidc_leaves_out_what_the_aitenant_would_refuse() -> None:
+    assert migratable_oidc(legacy({"externalOIDC": OIDC}), GW_NS) == OIDC
+    assert migratable_oidc(legacy({"externalOIDC": {**OIDC, "ttl": 10}}), GW_NS) is None
+    assert migratable_oidc(legacy({}), GW_NS) is None
 
 
 # -- docs/contract.md §6.2 config fill -------------------------------------------------------------

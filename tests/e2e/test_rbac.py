@@ -1,0 +1,145 @@
+"""Least privilege, judged by the real API server's authorizer: the controller identity holds
+Leases and Secrets only in its own namespaces, and writes only Config/default.
+
+The whole suite runs the controller with exactly these rights (``bind_controller_roles``), so
+every other passing test shows they suffice; this module shows they stop where they should. Its
+refused requests are named ``rbac-probe`` so the audit checks in test_security.py tell them
+apart from the controller's own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import pytest
+from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.models.coordination_v1 import LeaseSpec
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.apps_v1 import Deployment
+from lightkube.resources.coordination_v1 import Lease
+from lightkube.resources.core_v1 import Secret
+from lightkube.types import PatchType
+
+from aitenant import contract
+from aitenant.resources import Config
+from aitenant.testing import samples
+from aitenant.testing.cluster import LocalCluster
+from aitenant.testing.maas_api import FakeMaasApi
+
+from .conftest import (
+    INFRA_NS,
+    Names,
+    RunningController,
+    bind_controller_roles,
+    controller_kubeconfig,
+    e2e_settings,
+    make_tenant,
+    wait_phase,
+)
+
+pytestmark = pytest.mark.e2e
+
+PROBE = "rbac-probe"
+OUTSIDE = "kube-system"
+
+
+@pytest.fixture
+async def as_controller(cluster: LocalCluster, kube: AsyncClient) -> AsyncIterator[AsyncClient]:
+    client = AsyncClient(KubeConfig.from_file(controller_kubeconfig(cluster)))
+    yield client
+    await client.close()
+
+
+async def status_of(call: Callable[[], Awaitable[Any]]) -> int:
+    """The HTTP status the API server answers (200 when the call succeeds)."""
+    try:
+        await call()
+    except ApiError as exc:
+        return exc.status.code or 0
+    return 200
+
+
+def lease(namespace: str, name: str = PROBE) -> Lease:
+    return Lease(
+        metadata=ObjectMeta(name=name, namespace=namespace),
+        spec=LeaseSpec(holderIdentity=PROBE, leaseDurationSeconds=15),
+    )
+
+
+def secret(namespace: str) -> Secret:
+    return Secret(metadata=ObjectMeta(name=PROBE, namespace=namespace), stringData={"k": "v"})
+
+
+async def test_no_lease_or_secret_writes_outside_its_namespaces(as_controller: AsyncClient) -> None:
+    assert await status_of(lambda: as_controller.create(lease(OUTSIDE))) == 403
+    assert await status_of(lambda: as_controller.create(secret(OUTSIDE))) == 403
+
+    async def list_secrets() -> None:
+        async for _ in as_controller.list(Secret, namespace=OUTSIDE):
+            break
+
+    assert await status_of(list_secrets) == 403
+    assert (
+        await status_of(
+            lambda: as_controller.patch(
+                Lease,
+                contract.LEASE_NAME,
+                {"spec": {"holderIdentity": PROBE}},
+                namespace=OUTSIDE,
+                patch_type=PatchType.MERGE,
+            )
+        )
+        == 403
+    )
+
+
+async def test_within_its_namespaces_only_what_it_uses(as_controller: AsyncClient) -> None:
+    # Its leader Lease only: another Lease's name is refused before it is even looked up.
+    assert await status_of(lambda: as_controller.get(Lease, PROBE, namespace=INFRA_NS)) == 403
+    assert await status_of(
+        lambda: as_controller.get(Lease, contract.LEASE_NAME, namespace=INFRA_NS)
+    ) in (200, 404)
+    # Secrets of the infra namespace: the serving certificates and the database Secret.
+    db_secret = lambda: as_controller.get(Secret, "maas-db-config", namespace=INFRA_NS)  # noqa: E731
+    assert await status_of(db_secret) == 200
+
+
+async def test_config_writes_only_to_default(as_controller: AsyncClient) -> None:
+    patch = {"metadata": {"annotations": {"example.com/probe": "x"}}}
+
+    def patch_config(name: str) -> Callable[[], Awaitable[Any]]:
+        return lambda: as_controller.patch(Config, name, patch, patch_type=PatchType.MERGE)
+
+    assert await status_of(patch_config(PROBE)) == 403
+    # Config/default itself is allowed (404 when the suite has not created it yet).
+    assert await status_of(lambda: as_controller.get(Config, contract.CONFIG_NAME)) in (200, 404)
+
+
+async def test_another_infra_namespace_works_through_its_role(
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    controller: RunningController,
+    maas_api: FakeMaasApi,
+    unique: Names,
+) -> None:
+    """What the charm does when `infra-namespace` changes: the platform Role follows it."""
+    infra = unique("custom-infra")
+    await samples.ensure_namespace(kube, infra)
+    await samples.ensure_db_secret(kube, infra)
+    await bind_controller_roles(kube, infra_namespace=infra)
+    name = unique("infra-moved")
+    await controller.stop()
+    other = RunningController(cluster, e2e_settings(maas_api, infra_namespace=infra))
+    await other.start()
+    try:
+        await make_tenant(kube, name)
+        await wait_phase(kube, name, "Active", timeout=30)
+        # The ClusterRole grants none of these: only the Role in the new namespace does.
+        deployment = await kube.get(Deployment, f"maas-api-{name}", namespace=infra)
+        assert deployment.metadata is not None
+        secret_name = f"maas-api-{name}-serving-cert"
+        assert (await kube.get(Secret, secret_name, namespace=infra)).metadata is not None
+    finally:
+        await other.stop()
+        await controller.start()
