@@ -15,7 +15,7 @@ from typing import Any
 
 from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract, naming
@@ -39,7 +39,7 @@ from aitenant.reconcilers.tenant_config import (
     platform_context_changed,
     tracked_config_key,
 )
-from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
+from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
 from aitenant.runtime import http
 from aitenant.runtime.controller import Controller, Key
 from aitenant.runtime.events import EventRecorder
@@ -57,6 +57,7 @@ from aitenant.webhook.validators import WebhookPolicy
 log = logging.getLogger("aitenant")
 
 GATEWAY_INDEX = "gateway"
+TENANT_NAMESPACE_INDEX = "tenant-namespace"
 CONFIG_OWNER_INDEX = "owner"
 
 
@@ -102,6 +103,13 @@ def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
     return old_meta.get("generation") != new_meta.get("generation") or (
         bool(new_meta.get("deletionTimestamp")) and not old_meta.get("deletionTimestamp")
     )
+
+
+def namespace_view(obj: Obj) -> Obj:
+    """What reconcilers read of a Namespace: its metadata and phase (the cache holds every
+    namespace of the cluster, so nothing more)."""
+    phase = (obj.get("status") or {}).get("phase")
+    return {"metadata": obj["metadata"], "status": {"phase": phase} if phase else {}}
 
 
 def settled(event: EventType, obj: Obj) -> bool:
@@ -163,9 +171,32 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         labels={contract.LABEL_GATEWAY_CLAIM: "true"},
     )
     roles = Informer(client, Role, labels={contract.LABEL_MANAGED_BY_AITENANT: "true"})
+    # Read caches whose misses are answers too, so a resync of settled tenants reads nothing
+    # from the API: every namespace (metadata and phase only), the legacy Tenants (one name
+    # per namespace; its CRD may be absent) and the maas-api DB Secret.
+    namespaces = Informer(client, Namespace, namespace=None, transform=namespace_view)
+    legacy_tenants = Informer(
+        client, LegacyTenant, fields={"metadata.name": contract.LEGACY_TENANT_NAME}, optional=True
+    )
+    db_secret = Informer(
+        client,
+        Secret,
+        namespace=settings.app_namespace,
+        fields={"metadata.name": settings.maas_api_db_secret},
+    )
     reads = CachedReads(client)
-    for informer in (configs, gateways, claims, roles):
+    for informer in (gateways, db_secret):
         reads.serve(informer)
+    # Their callers create on None and read the object back on AlreadyExists, or (legacy
+    # Tenants) are re-queued when one appears: a miss may be trusted.
+    for informer in (configs, claims, roles, namespaces, legacy_tenants):
+        reads.serve(informer, trust_misses=True)
+    tenants.add_index(
+        TENANT_NAMESPACE_INDEX,
+        lambda o: [
+            naming.tenant_namespace_for(o["metadata"]["name"], settings.maas_subscription_namespace)
+        ],
+    )
 
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
     finalizer = TenantFinalizer(
@@ -236,8 +267,20 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         for namespace, name in app.tenants_for_gateway(meta["namespace"], meta["name"]):
             controller.enqueue(Key(namespace, name))
 
+    def on_legacy_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
+        # A legacy Tenant appearing (or its spec changing) may have platform context to
+        # migrate into the AITenant of that tenant namespace.
+        if event == "DELETED" or (
+            old is not None
+            and old["metadata"].get("generation") == new["metadata"].get("generation")
+        ):
+            return
+        for obj in tenants.by_index(TENANT_NAMESPACE_INDEX, new["metadata"]["namespace"]):
+            controller.enqueue(Key(obj["metadata"]["namespace"], obj["metadata"]["name"]))
+
     tenants.add_handler(on_tenant)
     configs.add_handler(on_config)
+    legacy_tenants.add_handler(on_legacy_tenant)
     gateways.add_handler(on_gateway)
     roles.add_handler(on_role)
 
@@ -252,7 +295,16 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             retry_period=settings.leader_elect_retry_period,
         )
     manager = Manager(
-        informers=[tenants, configs, gateways, claims, roles],
+        informers=[
+            tenants,
+            configs,
+            gateways,
+            claims,
+            roles,
+            namespaces,
+            legacy_tenants,
+            db_secret,
+        ],
         required_informers=[tenants, configs],
         controllers=[controller, config_controller],
         elector=elector,

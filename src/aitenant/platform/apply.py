@@ -1,7 +1,7 @@
 """Write a tenant's rendered platform to the cluster, and take it away again.
 
-* ``apply_all``: for each rendered object, look up the live copy (the caller's cache, or the
-  API); leave it alone when it is
+* ``apply_all``: for each rendered object (all at once: they do not depend on each other),
+  look up the live copy (the caller's cache, or the API); leave it alone when it is
   annotated ``opendatahub.io/managed: "false"``; otherwise server-side apply it (field manager
   ``aitenant-controller``, force, so any drift in the fields we set is taken back) unless the
   live copy already holds every value we render (``covers``), so an unchanged tenant costs
@@ -17,6 +17,7 @@ controller ownerReference, as upstream), are never written, pruned or deleted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -121,20 +122,39 @@ class Applier:
     async def apply_all(
         self, manifests: Sequence[Manifest], lookup: Lookup | None = None
     ) -> ApplyReport:
-        """Apply in order; ``lookup`` gives a live copy (None: absent) or UNKNOWN (ask the API)."""
+        """Apply every manifest concurrently; ``lookup`` gives a live copy (None: absent) or
+        UNKNOWN (ask the API). The report lists them in manifest order; when some fail, all
+        have finished and the first failure (in manifest order) is raised."""
+        parts = [ApplyReport() for _ in manifests]
+        outcomes = await asyncio.gather(
+            *(self._apply_one(m, lookup, part) for m, part in zip(manifests, parts, strict=True)),
+            return_exceptions=True,
+        )
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
         report = ApplyReport()
-        for manifest in manifests:
-            live = lookup(manifest) if lookup is not None else UNKNOWN
-            # A create-only object may exist without our labels, so outside the caller's cache.
-            if live is UNKNOWN or (live is None and manifest.create_only):
-                try:
-                    live = await self.get(manifest.kind, manifest.name, manifest.namespace)
-                except ApiError as exc:
-                    raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
-            result = await self._ensure(manifest, live, report)
-            if result is not None:
-                report.live[manifest.ref] = result
+        for part in parts:
+            report.live.update(part.live)
+            report.applied += part.applied
+            report.created += part.created
+            report.unmanaged += part.unmanaged
+            report.unchanged += part.unchanged
         return report
+
+    async def _apply_one(
+        self, manifest: Manifest, lookup: Lookup | None, report: ApplyReport
+    ) -> None:
+        live = lookup(manifest) if lookup is not None else UNKNOWN
+        # A create-only object may exist without our labels, so outside the caller's cache.
+        if live is UNKNOWN or (live is None and manifest.create_only):
+            try:
+                live = await self.get(manifest.kind, manifest.name, manifest.namespace)
+            except ApiError as exc:
+                raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
+        result = await self._ensure(manifest, live, report)
+        if result is not None:
+            report.live[manifest.ref] = result
 
     async def _ensure(
         self, manifest: Manifest, live: dict[str, Any] | None, report: ApplyReport

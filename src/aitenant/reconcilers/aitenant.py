@@ -444,14 +444,15 @@ class AITenantReconciler:
         try:
             wanted = infra_labels.desired_labels(gateway)
             try:
-                ns = await self.client.get(Namespace, app)
+                ns = await self.reads.get(Namespace, app)
             except ApiError as exc:
-                if is_not_found(exc) and not wanted:
-                    ns = None
-                else:
-                    raise infra_labels.LabelConflict(
-                        f"read infra namespace {app}: {api_message(exc)}"
-                    ) from None
+                raise infra_labels.LabelConflict(
+                    f"read infra namespace {app}: {api_message(exc)}"
+                ) from None
+            if ns is None and wanted:
+                raise infra_labels.LabelConflict(
+                    f'read infra namespace {app}: namespaces "{app}" not found'
+                )
             if ns is not None:
                 meta = ns.metadata or ObjectMeta()
                 patch = infra_labels.plan_ensure(
@@ -463,7 +464,10 @@ class AITenantReconciler:
                 )
                 if patch is not None:
                     patch["metadata"]["resourceVersion"] = meta.resourceVersion
-                    await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE)
+                    self.reads.remember(
+                        Namespace,
+                        await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE),
+                    )
         except (infra_labels.LabelConflict, ApiError) as exc:
             message = exc.args[0] if isinstance(exc, infra_labels.LabelConflict) else str(exc)
             log.warning("aitenant %s: infra namespace labels: %s", ctx.tenant.name, message)
@@ -621,7 +625,10 @@ class AITenantReconciler:
         patch = ownership.metadata_patch(meta.labels, meta.annotations, ctx.labels, ctx.annotations)
         if patch is not None:
             try:
-                await self.client.patch(Namespace, name, patch, patch_type=PatchType.MERGE)
+                self.reads.remember(
+                    Namespace,
+                    await self.client.patch(Namespace, name, patch, patch_type=PatchType.MERGE),
+                )
             except ApiError as exc:
                 raise StepFailed(
                     Reason.TENANT_NAMESPACE_FAILED,

@@ -13,6 +13,10 @@
   the next change). Handlers and indexes see only what the watch delivers. Resource versions
   compare as integers (KEP-5504, Kubernetes 1.35; etcd's revision before that); where they do
   not parse, nothing is remembered.
+* ``fields`` narrows the watch with a field selector (e.g. one object by ``metadata.name``);
+  ``transform`` reduces every object before it is kept (only what readers use: memory).
+* ``optional``: the kind may not be served (its CRD not installed). A list answered 404
+  counts as synced with nothing in it, and is retried with backoff until the kind appears.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ ObjKey = tuple[str, str]  # (namespace or "", name)
 EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj | None, Obj], None]
 IndexFunc = Callable[[Obj], list[str]]
+Transform = Callable[[Obj], Obj]
 
 
 def as_dict(obj: Any) -> Obj:
@@ -82,6 +87,9 @@ class Informer:
         *,
         namespace: str | None = "*",
         labels: dict[str, str] | None = None,
+        fields: dict[str, str] | None = None,
+        transform: Transform | None = None,
+        optional: bool = False,
         watch_timeout: int = 290,
         max_backoff: float = 30.0,
     ) -> None:
@@ -90,6 +98,9 @@ class Informer:
         self.kind: str = resource._api_info.resource.kind
         self.namespace = namespace
         self.labels = labels
+        self.fields = fields
+        self.transform = transform
+        self.optional = optional
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
         self.synced = asyncio.Event()
@@ -117,7 +128,7 @@ class Informer:
         key = object_key(obj)
         stored = self._store.get(key)
         if stored is not None and is_newer(obj, stored):
-            self._written[key] = as_dict(obj)
+            self._written[key] = self._keep(obj)
 
     def list(self) -> list[Obj]:
         return list(self._store.values())
@@ -141,6 +152,10 @@ class Informer:
         self._handlers.append(handler)
 
     # -- write side --------------------------------------------------------------------------
+    def _keep(self, obj: Any) -> Obj:
+        data = as_dict(obj)
+        return self.transform(data) if self.transform is not None else data
+
     def _index_remove(self, key: ObjKey, obj: Obj) -> None:
         for name, func in self._index_funcs.items():
             index = self._indexes[name]
@@ -188,11 +203,11 @@ class Informer:
             self._apply("DELETED", self._store[key])
 
     async def _list(self) -> str:
-        kwargs: dict[str, Any] = {"labels": self.labels}
+        kwargs: dict[str, Any] = {"labels": self.labels, "fields": self.fields}
         if self.namespace is not None:
             kwargs["namespace"] = self.namespace
         listing = self.client.list(self.resource, **kwargs)
-        objs = [as_dict(o) async for o in listing]
+        objs = [self._keep(o) async for o in listing]
         try:
             version = listing.resourceVersion
         except Exception:  # empty list before 1.x: resourceVersion only after iteration
@@ -213,13 +228,14 @@ class Informer:
                     self.synced.set()
                 kwargs: dict[str, Any] = {
                     "labels": self.labels,
+                    "fields": self.fields,
                     "resource_version": version,
                     "server_timeout": self.watch_timeout,
                 }
                 if self.namespace is not None:
                     kwargs["namespace"] = self.namespace
                 async for event, obj in self.client.watch(self.resource, **kwargs):
-                    data = as_dict(obj)
+                    data = self._keep(obj)
                     version = data["metadata"].get("resourceVersion", version)
                     if event in ("ADDED", "MODIFIED", "DELETED"):
                         self._apply(event, data)
@@ -231,6 +247,14 @@ class Informer:
                     log.info("%s watch expired (410 Gone); relisting", self.kind)
                     self.relists += 1
                     need_list = True
+                    continue
+                if exc.status.code == 404 and self.optional and need_list:
+                    # Not served: nothing of this kind exists. Look again later.
+                    self._replace_all([])
+                    self.synced.set()
+                    log.debug("%s not served; retrying in %.1fs", self.kind, backoff)
+                    await asyncio.sleep(backoff)
+                    backoff = min(backoff * 2, self.max_backoff)
                     continue
                 log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
             except Exception as exc:
