@@ -6,14 +6,14 @@ The only module that knows every part; everything else takes its collaborators a
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.rbac_authorization_v1 import Role
@@ -40,7 +40,6 @@ from aitenant.reconcilers.tenant_config import (
     tracked_config_key,
 )
 from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
-from aitenant.runtime import http
 from aitenant.runtime.controller import Controller, Key
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.informer import EventType, Handler, Informer, Obj
@@ -49,10 +48,12 @@ from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.retry import RetryReads
-from aitenant.runtime.tls import CertReloader
 from aitenant.settings import Settings, SettingsError, load_settings
-from aitenant.webhook import server as webhook_server
-from aitenant.webhook.validators import WebhookPolicy
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from aitenant.runtime.http import ReadyCheck
 
 log = logging.getLogger("aitenant")
 
@@ -331,17 +332,22 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     add_tenant_platform(settings, app, platform_cache)
     if settings.manage_default_tenant:
         app.bootstrap = add_default_tenant_bootstrap(settings, client, app)
-    checks: list[http.ReadyCheck] = [manager.ready_problem]
+    checks: list[ReadyCheck] = [manager.ready_problem]
+
+    async def start_health() -> web.AppRunner:
+        http = await import_off_loop("aitenant.runtime.http")
+        served = http.health_app(checks)
+        return await http.serve(served, settings.bind_address, settings.health_port)
+
+    async def start_metrics() -> web.AppRunner:
+        http = await import_off_loop("aitenant.runtime.http")
+        served = http.metrics_app(metrics)
+        return await http.serve(served, settings.bind_address, settings.metrics_port)
+
     if settings.health_port:
-        manager.servers.append(
-            lambda: http.serve(http.health_app(checks), settings.bind_address, settings.health_port)
-        )
+        manager.servers.append(start_health)
     if settings.metrics_port:
-        manager.servers.append(
-            lambda: http.serve(
-                http.metrics_app(metrics), settings.bind_address, settings.metrics_port
-            )
-        )
+        manager.servers.append(start_metrics)
     if settings.webhook_port and settings.webhook_cert_dir:
         manager.servers.append(lambda: start_webhook(settings, app))
     return app
@@ -418,9 +424,19 @@ def add_default_tenant_bootstrap(
     return bootstrap
 
 
+async def import_off_loop(module: str) -> Any:
+    """Import ``module`` in a worker thread: the HTTP servers' web framework takes a while to
+    import, and the informers and the first reconciles go on meanwhile."""
+    return await asyncio.to_thread(importlib.import_module, module)
+
+
 async def start_webhook(settings: Settings, app: App) -> web.AppRunner:
     """HTTPS admission webhook; its certificate is reloaded in place when the files change."""
     assert settings.webhook_cert_dir is not None
+    webhook_server = await import_off_loop("aitenant.webhook.server")
+    from aitenant.runtime.tls import CertReloader
+    from aitenant.webhook.validators import WebhookPolicy
+
     reloader = CertReloader(settings.webhook_cert_dir)
     policy = WebhookPolicy(
         aitenant_namespace=settings.aitenant_namespace,

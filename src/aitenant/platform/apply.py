@@ -1,7 +1,8 @@
 """Write a tenant's rendered platform to the cluster, and take it away again.
 
-* ``apply_all``: for each rendered object (all at once: they do not depend on each other),
-  look up the live copy (the caller's cache, or the API); leave it alone when it is
+* ``apply_all``: for each rendered object, look up the live copy (the caller's cache, or the
+  API), concurrently in two waves: Secrets and ServiceAccounts first, so they exist before
+  the workloads that mount or run as them, then everything else; leave an object alone when it is
   annotated ``opendatahub.io/managed: "false"``; otherwise server-side apply it (field manager
   ``aitenant-controller``, force, so any drift in the fields we set is taken back) unless the
   live copy already holds every value we render (``covers``), so an unchanged tenant costs
@@ -39,6 +40,8 @@ Scope = tuple[Kind, str | None]
 UNKNOWN: Any = object()
 # Manifest → its live copy, None when it does not exist, or UNKNOWN.
 Lookup = Callable[[Manifest], Any]
+# Applied (all at once) before the rest: workloads mount or run as them.
+PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount"})
 
 
 class ApplyError(Exception):
@@ -122,17 +125,23 @@ class Applier:
     async def apply_all(
         self, manifests: Sequence[Manifest], lookup: Lookup | None = None
     ) -> ApplyReport:
-        """Apply every manifest concurrently; ``lookup`` gives a live copy (None: absent) or
-        UNKNOWN (ask the API). The report lists them in manifest order; when some fail, all
-        have finished and the first failure (in manifest order) is raised."""
+        """Apply the manifests concurrently, prerequisites first; ``lookup`` gives a live copy
+        (None: absent) or UNKNOWN (ask the API). The report lists them in manifest order; when
+        some of a wave fail, the whole wave has finished and its first failure (in manifest
+        order) is raised."""
         parts = [ApplyReport() for _ in manifests]
-        outcomes = await asyncio.gather(
-            *(self._apply_one(m, lookup, part) for m, part in zip(manifests, parts, strict=True)),
-            return_exceptions=True,
-        )
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
+        for wave in (True, False):
+            outcomes = await asyncio.gather(
+                *(
+                    self._apply_one(m, lookup, part)
+                    for m, part in zip(manifests, parts, strict=True)
+                    if (m.kind.kind in PREREQUISITE_KINDS) is wave
+                ),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
         report = ApplyReport()
         for part in parts:
             report.live.update(part.live)
