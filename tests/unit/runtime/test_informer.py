@@ -207,3 +207,66 @@ def test_cached_copies_share_their_keys_and_short_strings() -> None:
     key_a = next(k for k in first["metadata"] if k == "resourceVersion")
     key_b = next(k for k in second["metadata"] if k == "resourceVersion")
     assert key_a is key_b
+
+
+async def test_a_transform_and_a_field_selector_shape_what_is_kept() -> None:
+    api = ScriptedApi([listing([tenant("a", "5")], "5")], [])
+    seen: list[httpx2.Request] = []
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        seen.append(request)
+        return api(request)
+
+    client = AsyncClient(CONFIG, transport=httpx2.MockTransport(handler))
+    informer = Informer(
+        client,
+        AITenant,
+        fields={"metadata.name": "a"},
+        transform=lambda obj: {"metadata": obj["metadata"]},
+    )
+    done = asyncio.Event()
+    informer.add_handler(lambda *_: done.set())
+    await run_until(informer, done)
+    assert informer.get("ai-tenants", "a") == {"metadata": tenant("a", "5")["metadata"]}
+    assert seen[0].url.params.get("fieldSelector") == "metadata.name=a"
+
+
+async def test_an_optional_kind_that_is_not_served_is_synced_and_empty() -> None:
+    not_found = httpx2.Response(
+        404, json={"kind": "Status", "code": 404, "reason": "NotFound", "message": "no kind"}
+    )
+    api = ScriptedApi([not_found, listing([tenant("a", "7")], "7")], [])
+    client = AsyncClient(CONFIG, transport=httpx2.MockTransport(api))
+    informer = Informer(client, AITenant, optional=True, max_backoff=0.01)
+    informer._apply("ADDED", tenant("stale", "3"))  # gone when the kind is not served
+    done = asyncio.Event()
+    events: list[str] = []
+
+    def handler(event: Any, old: Any, new: dict[str, Any]) -> None:
+        events.append(f"{event} {new['metadata']['name']}")
+        if event == "ADDED":
+            done.set()
+
+    informer.add_handler(handler)
+    await run_until(informer, done)  # the kind appears on the next list
+    assert events == ["DELETED stale", "ADDED a"]
+    assert informer.synced.is_set()
+
+
+async def test_a_required_kind_that_is_not_served_is_never_synced() -> None:
+    not_found = httpx2.Response(
+        404, json={"kind": "Status", "code": 404, "reason": "NotFound", "message": "no kind"}
+    )
+    api = ScriptedApi([not_found, not_found, not_found], [])
+    consumed = asyncio.Event()
+
+    def handler(request: httpx2.Request) -> httpx2.Response:
+        response = api(request)
+        if not api.lists:
+            consumed.set()
+        return response
+
+    client = AsyncClient(CONFIG, transport=httpx2.MockTransport(handler))
+    informer = Informer(client, AITenant, max_backoff=0.01)
+    await run_until(informer, consumed)  # three lists, all refused
+    assert not informer.synced.is_set()
