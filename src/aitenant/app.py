@@ -22,7 +22,11 @@ from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
 from aitenant.reconcilers import conditions
-from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.aitenant import (
+    CLAIM_OWNER_INDEX,
+    AITenantReconciler,
+    claim_owner_names,
+)
 from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.infra_namespace import (
@@ -171,6 +175,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         namespace=settings.aitenant_namespace,
         labels={contract.LABEL_GATEWAY_CLAIM: "true"},
     )
+    claims.add_index(CLAIM_OWNER_INDEX, claim_owner_names)
     roles = Informer(client, Role, labels={contract.LABEL_MANAGED_BY_AITENANT: "true"})
     # Read caches whose misses are answers too, so a resync of settled tenants reads nothing
     # from the API: every namespace (metadata and phase only), the legacy Tenants (one name

@@ -569,7 +569,10 @@ class AITenantReconciler:
     async def _delete_stale_claims(self, ctx: TenantContext, *, keep: str) -> None:
         ns = self.settings.aitenant_namespace
         claims = await self.reads.list(
-            ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
+            ConfigMap,
+            namespace=ns,
+            labels={contract.LABEL_GATEWAY_CLAIM: "true"},
+            index=(CLAIM_OWNER_INDEX, ctx.tenant.name),  # not every claim: this tenant's
         )
         for claim in claims:
             meta = claim.metadata or ObjectMeta()
@@ -818,6 +821,22 @@ class AITenantReconciler:
                 )
             except ApiError as exc:
                 raise failed("patch", exc) from None
+
+
+CLAIM_OWNER_INDEX = "claim-owner"
+
+
+def claim_owner_names(obj: Obj) -> list[str]:
+    """Index of claim ConfigMaps: every AITenant name ``claim_owned_by`` may find in one (its
+    controller ownerReference, its owner annotation)."""
+    meta = obj.get("metadata") or {}
+    names = {
+        ref.get("name")
+        for ref in meta.get("ownerReferences") or []
+        if ref.get("controller") and ref.get("kind") == "AITenant"
+    }
+    names.add((meta.get("annotations") or {}).get(contract.ANNOTATION_AITENANT_NAME))
+    return sorted(name for name in names if name)
 
 
 def claim_owned_by(meta: ObjectMeta, tenant: AITenantView) -> bool:

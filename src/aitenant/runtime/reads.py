@@ -68,9 +68,18 @@ class CachedReads:
         if informer is not None:
             informer.remember(obj)
 
-    async def list(self, resource: Any, namespace: str, labels: dict[str, str]) -> list[Any]:
+    async def list(
+        self,
+        resource: Any,
+        namespace: str,
+        labels: dict[str, str],
+        *,
+        index: tuple[str, str] | None = None,
+    ) -> list[Any]:
         """Every ``resource`` in ``namespace`` with ``labels``: from an informer that watches
-        exactly that, else one LIST."""
+        exactly that, else one LIST. With ``index`` (name, value), an informer that has that
+        index answers only the objects filed under the value: a subset of the answer that
+        still holds every object the caller looks for (which filters it)."""
         informer = self.informer(resource, namespace)
         if (
             informer is not None
@@ -78,6 +87,8 @@ class CachedReads:
             and informer.labels == labels
             and informer.fields is None
         ):
+            if index is not None and informer.has_index(index[0]):
+                return [resource.from_dict(obj) for obj in informer.by_index(*index)]
             return [resource.from_dict(obj) for obj in informer.list()]
         self.api_reads += 1
         selector: Any = (

@@ -270,3 +270,16 @@ async def test_a_required_kind_that_is_not_served_is_never_synced() -> None:
     informer = Informer(client, AITenant, max_backoff=0.01)
     await run_until(informer, consumed)  # three lists, all refused
     assert not informer.synced.is_set()
+
+
+def test_every_read_hands_out_a_fresh_copy() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer._apply("ADDED", tenant("a", "5"))
+    informer.add_index("gateway", lambda o: [o["spec"]["gateway"]["name"]])
+    copy = informer.get("ai-tenants", "a")
+    assert copy == tenant("a", "5")
+    assert copy is not None
+    copy["spec"]["gateway"]["name"] = "changed"
+    assert informer.get("ai-tenants", "a") == tenant("a", "5")
+    assert informer.by_index("gateway", "gw-a") == [tenant("a", "5")]
+    assert informer.list() == [tenant("a", "5")]

@@ -121,3 +121,16 @@ async def test_a_list_is_served_only_by_an_informer_with_the_same_scope() -> Non
     assert api.paths == []
     await reads.list(Role, namespace="t", labels={"team": "blue"})  # not what the informer holds
     assert api.paths == ["/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles"]
+
+
+async def test_a_list_with_an_index_answers_only_the_objects_filed_under_it() -> None:
+    reads, api = setup(synced=True, namespace="t", labels={"team": "red"})
+    informer = reads.informer(Role, "t")
+    assert informer is not None
+    informer._apply("ADDED", role("other", "t", "list"))
+    informer.add_index("verb", lambda o: [o["rules"][0]["verbs"][0]])
+    served = await reads.list(Role, namespace="t", labels={"team": "red"}, index=("verb", "list"))
+    assert [r.metadata.name for r in served if r.metadata] == ["other"]
+    every = await reads.list(Role, namespace="t", labels={"team": "red"}, index=("nope", "x"))
+    assert sorted(r.metadata.name for r in every if r.metadata) == ["cached", "other"]
+    assert api.paths == []
