@@ -62,7 +62,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("aitenant")
 
 GATEWAY_INDEX = "gateway"
-TENANT_NAMESPACE_INDEX = "tenant-namespace"
 CONFIG_OWNER_INDEX = "owner"
 
 
@@ -194,15 +193,9 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     for informer in (gateways, db_secret):
         reads.serve(informer)
     # Their callers create on None and read the object back on AlreadyExists, or (legacy
-    # Tenants) are re-queued when one appears: a miss may be trusted.
+    # Tenants, as upstream's cached client) take a miss as "none": a miss may be trusted.
     for informer in (configs, claims, roles, namespaces, legacy_tenants):
         reads.serve(informer, trust_misses=True)
-    tenants.add_index(
-        TENANT_NAMESPACE_INDEX,
-        lambda o: [
-            naming.tenant_namespace_for(o["metadata"]["name"], settings.maas_subscription_namespace)
-        ],
-    )
 
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
     finalizer = TenantFinalizer(
@@ -273,20 +266,8 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         for namespace, name in app.tenants_for_gateway(meta["namespace"], meta["name"]):
             controller.enqueue(Key(namespace, name))
 
-    def on_legacy_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
-        # A legacy Tenant appearing (or its spec changing) may have platform context to
-        # migrate into the AITenant of that tenant namespace.
-        if event == "DELETED" or (
-            old is not None
-            and old["metadata"].get("generation") == new["metadata"].get("generation")
-        ):
-            return
-        for obj in tenants.by_index(TENANT_NAMESPACE_INDEX, new["metadata"]["namespace"]):
-            controller.enqueue(Key(obj["metadata"]["namespace"], obj["metadata"]["name"]))
-
     tenants.add_handler(on_tenant)
     configs.add_handler(on_config)
-    legacy_tenants.add_handler(on_legacy_tenant)
     gateways.add_handler(on_gateway)
     roles.add_handler(on_role)
 

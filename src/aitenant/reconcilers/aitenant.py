@@ -732,6 +732,7 @@ class AITenantReconciler:
                 if is_not_found(exc):
                     return
                 raise StepFailed(failed, api_message(exc)) from None
+            self.reads.remember(LegacyTenant, legacy_tenant)
             log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
         if not legacy.removal_verified(
             config=config,
