@@ -68,15 +68,16 @@ class Controller(ControllerProcess):
 
     def metrics(self) -> dict[str, float]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        for _ in range(100):
+        deadline = time.monotonic() + 120  # a loaded machine starts the process slowly
+        while True:
             try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
+                with urllib.request.urlopen(url, timeout=5) as resp:
                     text = resp.read().decode()
                 break
             except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("metrics endpoint did not answer") from None
                 time.sleep(0.1)
-        else:
-            raise RuntimeError("metrics endpoint did not answer")
         values: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith("#") or " " not in line:
