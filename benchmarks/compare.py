@@ -105,7 +105,13 @@ def main() -> None:
     parser.add_argument("--webhook-api-creates", type=int, default=200)
     parser.add_argument("--soak-tenants", type=int, default=1000)
     parser.add_argument("--out", type=Path, help="directory for logs and figures")
+    parser.add_argument(
+        "--table-only", action="store_true", help="print the table of an earlier --out and exit"
+    )
     args = parser.parse_args()
+    if args.table_only:
+        print_table(args.out, args.baseline)
+        return
 
     out = args.out or Path(tempfile.mkdtemp(prefix="aitenant-compare-"))
     out.mkdir(parents=True, exist_ok=True)
@@ -136,9 +142,13 @@ def main() -> None:
             check=False,
             capture_output=True,
         )
+    print_table(out, rev)
+
+
+def print_table(out: Path, rev: str) -> None:
     figures = {
         side: json.loads(path.read_text()) if (path := out / f"{side}.json").exists() else {}
-        for side in sides
+        for side in ("baseline", "this")
     }
     print(f"\n| figure | baseline {rev} | this checkout |\n|---|---|---|")
     for key, label in LABELS:
