@@ -21,7 +21,7 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
 
-from aitenant.testing import samples
+from aitenant.testing import bench, samples
 from aitenant.testing.chaos import ControllerProcess, controller_args, run_scenario
 from aitenant.testing.cluster import ADMIN_TOKEN, LocalCluster
 from aitenant.testing.faults import FaultPlan, FaultProxy
@@ -186,6 +186,9 @@ async def faults_scenario(
     finally:
         await proxy.stop()
     print(report.line(), flush=True)
+    bench.record("chaos2_active_s", report.create_seconds)
+    bench.record("chaos2_restarts", report.restarts)
+    bench.record("chaos2_leftovers", len(report.leftovers))
 
 
 def main() -> None:

@@ -6,6 +6,11 @@
 4. Writes during a forced resync of every Active tenant (the controller is restarted, relists
    and reconciles all of them).
 5. The controller's peak RSS (VmHWM of its process).
+6. Restart: import time of the controller's modules, and process start to the first reconcile
+   outcome (every tenant already exists).
+
+The API server's audit log breaks the controller's requests down by verb and resource (the
+controller authenticates as its own user).
 
 The controller renders each tenant's maas-api platform and reports its MaasTenantConfig Ready once
 the Deployment is Available; with no kubelet, this process marks maas-api Deployments Available
@@ -17,32 +22,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import datetime as dt
+import json
+import os
+import re
 import statistics
+import subprocess
+import sys
 import time
 import urllib.request
+from collections import Counter
 from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
 
 from aitenant.resources import AITenant
-from aitenant.testing import samples
+from aitenant.testing import bench, samples
 from aitenant.testing.chaos import ControllerProcess, controller_args
-from aitenant.testing.cluster import LocalCluster, free_port
+from aitenant.testing.cluster import LocalCluster, User, free_port
 
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 AITENANT_NS = "ai-tenants"
 WRITES = ("CREATE", "UPDATE", "PATCH", "DELETE")
+CONTROLLER_USER = User("bench-controller", "bench-controller-token", ("system:masters",))
+OUTCOME = re.compile(r"^(\S+ \S+) \S+ aitenant\.reconcilers\.aitenant: aitenant \S+: ")
 
 
 class Controller(ControllerProcess):
     """The controller process, with its /metrics scraped for request counts."""
 
-    def __init__(self, kubeconfig: Path, log: Path, ca: tuple[Path, Path]) -> None:
+    def __init__(
+        self, kubeconfig: Path, log: Path, ca: tuple[Path, Path], log_level: str = "warning"
+    ) -> None:
         self.metrics_port = free_port()
         extra = [
             f"--metrics-port={self.metrics_port}",
-            "--log-level=warning",
+            f"--log-level={log_level}",
             # the tenant platform issues serving certs (docs/differences.md D9)
             f"--maas-api-ca-file={ca[0]}",
             f"--maas-api-ca-key-file={ca[1]}",
@@ -53,15 +69,16 @@ class Controller(ControllerProcess):
 
     def metrics(self) -> dict[str, float]:
         url = f"http://127.0.0.1:{self.metrics_port}/metrics"
-        for _ in range(100):
+        deadline = time.monotonic() + 120  # a loaded machine starts the process slowly
+        while True:
             try:
-                with urllib.request.urlopen(url, timeout=2) as resp:
+                with urllib.request.urlopen(url, timeout=5) as resp:
                     text = resp.read().decode()
                 break
             except OSError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("metrics endpoint did not answer") from None
                 time.sleep(0.1)
-        else:
-            raise RuntimeError("metrics endpoint did not answer")
         values: dict[str, float] = {}
         for line in text.splitlines():
             if line.startswith("#") or " " not in line:
@@ -83,6 +100,73 @@ def api_by_verb(metrics: dict[str, float]) -> dict[str, float]:
 def reconciles(metrics: dict[str, float]) -> float:
     prefix = 'aitenant_reconcile_total{controller="aitenant"'
     return sum(v for k, v in metrics.items() if k.startswith(prefix))
+
+
+class Audit:
+    """The controller's requests in the API server's audit log, by verb and resource."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.offset = 0
+
+    def take(self) -> Counter[str]:
+        """Requests since the last call."""
+        counts: Counter[str] = Counter()
+        with self.path.open() as log:
+            log.seek(self.offset)
+            for line in log:
+                if not line.endswith("\n"):
+                    break
+                self.offset += len(line.encode())
+                event = json.loads(line)
+                if event.get("stage") != "ResponseComplete":
+                    continue
+                if event.get("user", {}).get("username") != CONTROLLER_USER.name:
+                    continue
+                verb = event.get("verb", "?")
+                if verb == "watch":
+                    continue
+                ref = event.get("objectRef") or {}
+                resource = ref.get("resource", "?")
+                if ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                counts[f"{verb} {resource}"] += 1
+        return counts
+
+
+def breakdown(counts: Counter[str], tenants: int) -> str:
+    return ", ".join(f"{k} {v / tenants:.2f}" for k, v in counts.most_common())
+
+
+def import_seconds(runs: int = 5) -> float:
+    """Median wall time of importing the controller's entry module, minus a bare interpreter."""
+
+    def wall(code: str) -> float:
+        env = {**os.environ, **bench.controller_env()}
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], check=True, env=env)
+        return time.perf_counter() - started
+
+    bare = statistics.median(wall("pass") for _ in range(runs))
+    return statistics.median(wall("import aitenant.__main__") for _ in range(runs)) - bare
+
+
+async def first_reconcile_seconds(controller: Controller) -> float:
+    """Start ``controller``; seconds from the process start to its first reconcile outcome."""
+    log = controller.log
+    offset = log.stat().st_size if log.exists() else 0
+    started = time.time()
+    controller.start()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        with log.open() as lines:
+            lines.seek(offset)
+            for line in lines:
+                if match := OUTCOME.match(line):
+                    stamp = dt.datetime.strptime(match.group(1), "%Y-%m-%d %H:%M:%S,%f")
+                    return stamp.timestamp() - started
+        await asyncio.sleep(0.05)
+    raise TimeoutError("no reconcile outcome logged")
 
 
 async def wait_ready(client: AsyncClient, names: set[str], timeout: float) -> dict[str, float]:
@@ -107,21 +191,24 @@ async def wait_ready(client: AsyncClient, names: set[str], timeout: float) -> di
 
 
 async def run(sequential: int, burst: int) -> None:
-    with LocalCluster() as cluster:
+    with LocalCluster(extra_users=[CONTROLLER_USER], audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
+        audit = Audit(cluster.audit_log)
         await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
         for ns in (GATEWAY_NS, INFRA_NS):
             await samples.ensure_namespace(client, ns)
         await samples.ensure_db_secret(client, INFRA_NS)
         ca = samples.write_ca(cluster.workdir / "maas-api-ca")
-        controller = Controller(cluster.kubeconfig, cluster.workdir / "controller.log", ca)
+        kubeconfig = cluster.kubeconfig_for(CONTROLLER_USER)
+        controller = Controller(kubeconfig, cluster.workdir / "controller.log", ca)
         controller.start()
         # No kubelet: maas-api Deployments are marked Available as soon as they appear.
         simulator = samples.platform_readiness(client)
         try:
             controller.metrics()  # wait until it serves
             before = api_by_verb(controller.metrics())
+            audit.take()
 
             latencies = []
             for i in range(sequential):
@@ -140,6 +227,8 @@ async def run(sequential: int, burst: int) -> None:
                 f"{statistics.median(latencies) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
                 f"max {latencies[-1] * 1000:.0f} ms"
             )
+            bench.record("create_p50_ms", statistics.median(latencies) * 1000)
+            bench.record("create_p99_ms", p99 * 1000)
 
             names = {f"burst-{i}" for i in range(burst)}
             await asyncio.gather(
@@ -156,6 +245,7 @@ async def run(sequential: int, burst: int) -> None:
                 f"burst: {burst} tenants created at once, all Ready after "
                 f"{max(seen.values()) - started:.1f} s"
             )
+            bench.record("burst_s", max(seen.values()) - started)
 
             after = api_by_verb(controller.metrics())
             total = sequential + burst
@@ -167,7 +257,15 @@ async def run(sequential: int, burst: int) -> None:
                 "API requests per tenant: "
                 + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
             )
+            await asyncio.sleep(2)  # the audit log is written asynchronously
+            created = audit.take()
+            print(f"  by verb and resource (audit log): {breakdown(created, total)}")
+            bench.record(
+                "requests_per_tenant",
+                sum(n for verb, n in per_tenant.items() if verb != "WATCH"),
+            )
             print(f"controller peak RSS after {total} tenants: {controller.peak_rss_mb():.0f} MB")
+            bench.record("peak_rss_mb", controller.peak_rss_mb())
 
             # Forced resync: restart; the new process relists and reconciles every tenant.
             controller.stop()
@@ -186,6 +284,31 @@ async def run(sequential: int, burst: int) -> None:
                 f"{writes:.0f} writes, {verbs.get('GET', 0) / total:.1f} GETs per tenant; "
                 f"peak RSS {controller.peak_rss_mb():.0f} MB"
             )
+            await asyncio.sleep(2)
+            print(f"  by verb and resource (audit log): {breakdown(audit.take(), total)}")
+            bench.record("resync_gets_per_tenant", verbs.get("GET", 0) / total)
+            bench.record("resync_writes", writes)
+            bench.record("resync_peak_rss_mb", controller.peak_rss_mb())
+
+            # Restart to the first reconcile (logged at info level), every tenant existing.
+            controller.stop()
+            imports = import_seconds()
+            firsts = []
+            for i in range(3):
+                probe = Controller(
+                    kubeconfig, cluster.workdir / f"restart-{i}.log", ca, log_level="info"
+                )
+                try:
+                    firsts.append(await first_reconcile_seconds(probe))
+                finally:
+                    probe.stop()
+            print(
+                f"restart: importing the controller takes {imports:.2f} s; process start to "
+                f"first reconcile {statistics.median(firsts):.2f} s (median of 3, "
+                f"{total} tenants)"
+            )
+            bench.record("import_s", imports)
+            bench.record("start_to_first_reconcile_s", statistics.median(firsts))
         finally:
             simulator.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -23,7 +23,7 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant.testing import samples
+from aitenant.testing import bench, samples
 from aitenant.testing.chaos import ControllerProcess, controller_args, wait_all
 from aitenant.testing.cluster import LocalCluster, free_port
 from aitenant.testing.maas_api import FakeMaasApi
@@ -160,7 +160,10 @@ async def run(tenants: int) -> None:
             await asyncio.gather(*(create(n) for n in names))
             await wait_all(client, AITENANT_NS, names, gone=False, timeout=1800)
             print(f"{tenants} tenants Active after {time.monotonic() - t0:.0f} s", flush=True)
+            bench.record("soak_active_s", time.monotonic() - t0)
+            bench.record("soak_rss_active_mb", rss_mb(controller.proc.pid))
             p99_end = await webhook_p99(url, ca_file)
+            bench.record("soak_webhook_direct_p99_ms", p99_end * 1000)
             created = api_by_verb(metrics_port)
 
             controller.stop()  # resync: a fresh process relists and reconciles every tenant
@@ -178,6 +181,8 @@ async def run(tenants: int) -> None:
             await asyncio.sleep(5)  # anything the passes re-queued
             resync = api_by_verb(metrics_port)
             writes = sum(resync.get(v, 0) for v in ("CREATE", "UPDATE", "PATCH", "DELETE"))
+            bench.record("soak_resync_gets_per_tenant", resync.get("GET", 0) / tenants)
+            bench.record("soak_resync_writes", writes)
             print(
                 f"resync after restart: every tenant and config reconciled in "
                 f"{resync_seconds:.0f} s; writes {writes:.0f}; API requests per tenant: "
@@ -213,6 +218,7 @@ async def run(tenants: int) -> None:
             + ", ".join(f"{t:.0f}: {m:.0f}" for t, m in samples_rss[::6])
         )
         print(f"peak RSS {max(m for _, m in samples_rss):.0f} MB")
+        bench.record("soak_peak_rss_mb", max(m for _, m in samples_rss))
 
 
 def main() -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import ssl
 import statistics
 import subprocess
@@ -26,7 +27,7 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
 from aitenant import contract
-from aitenant.testing import samples
+from aitenant.testing import bench, samples
 from aitenant.testing.cluster import LocalCluster, free_port
 from aitenant.webhook.config import render_webhook_configuration
 
@@ -126,6 +127,7 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
+            env={**os.environ, **bench.controller_env()},
         )  # fmt: skip
         url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
         try:
@@ -176,6 +178,7 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
                 f"p50 {statistics.median(timings) * 1000:.1f} ms, "
                 f"p99 {pct(timings, 0.99) * 1000:.1f} ms"
             )
+            bench.record("webhook_api_p99_ms", pct(timings, 0.99) * 1000)
         finally:
             proc.terminate()
             proc.wait(timeout=20)

@@ -6,23 +6,27 @@ The only module that knows every part; everything else takes its collaborators a
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
 from lightkube import AsyncClient, KubeConfig
-from lightkube.resources.core_v1 import ConfigMap
+from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
 from aitenant.reconcilers import conditions
-from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.aitenant import (
+    CLAIM_OWNER_INDEX,
+    AITenantReconciler,
+    claim_owner_names,
+)
 from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.infra_namespace import (
@@ -40,8 +44,7 @@ from aitenant.reconcilers.tenant_config import (
     tracked_config_key,
     wanted,
 )
-from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
-from aitenant.runtime import http
+from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.controller import Controller, Key
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.informer import EventType, Handler, Informer, Obj
@@ -51,10 +54,12 @@ from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.retry import RetryReads
-from aitenant.runtime.tls import CertReloader
 from aitenant.settings import Settings, SettingsError, load_settings
-from aitenant.webhook import server as webhook_server
-from aitenant.webhook.validators import WebhookPolicy
+
+if TYPE_CHECKING:
+    from aiohttp import web
+
+    from aitenant.runtime.http import ReadyCheck
 
 log = logging.getLogger("aitenant")
 
@@ -101,6 +106,13 @@ def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
     return old_meta.get("generation") != new_meta.get("generation") or (
         bool(new_meta.get("deletionTimestamp")) and not old_meta.get("deletionTimestamp")
     )
+
+
+def namespace_view(obj: Obj) -> Obj:
+    """What reconcilers read of a Namespace: its metadata and phase (the cache holds every
+    namespace of the cluster, so nothing more)."""
+    phase = (obj.get("status") or {}).get("phase")
+    return {"metadata": obj["metadata"], "status": {"phase": phase} if phase else {}}
 
 
 def settled(event: EventType, obj: Obj) -> bool:
@@ -171,10 +183,28 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         namespace=settings.aitenant_namespace,
         labels={contract.LABEL_GATEWAY_CLAIM: "true"},
     )
+    claims.add_index(CLAIM_OWNER_INDEX, claim_owner_names)
     roles = Informer(client, Role, labels={contract.LABEL_MANAGED_BY_AITENANT: "true"})
+    # Read caches whose misses are answers too, so a resync of settled tenants reads nothing
+    # from the API: every namespace (metadata and phase only), the legacy Tenants (one name
+    # per namespace; its CRD may be absent) and the maas-api DB Secret.
+    namespaces = Informer(client, Namespace, namespace=None, transform=namespace_view)
+    legacy_tenants = Informer(
+        client, LegacyTenant, fields={"metadata.name": contract.LEGACY_TENANT_NAME}, optional=True
+    )
+    db_secret = Informer(
+        client,
+        Secret,
+        namespace=settings.app_namespace,
+        fields={"metadata.name": settings.maas_api_db_secret},
+    )
     reads = CachedReads(client)
-    for informer in (configs, gateways, claims, roles):
+    for informer in (gateways, db_secret):
         reads.serve(informer)
+    # Their callers create on None and read the object back on AlreadyExists, or (legacy
+    # Tenants, as upstream's cached client) take a miss as "none": a miss may be trusted.
+    for informer in (configs, claims, roles, namespaces, legacy_tenants):
+        reads.serve(informer, trust_misses=True)
 
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
     finalizer = TenantFinalizer(
@@ -263,7 +293,16 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             retry_period=settings.leader_elect_retry_period,
         )
     manager = Manager(
-        informers=[tenants, configs, gateways, claims, roles],
+        informers=[
+            tenants,
+            configs,
+            gateways,
+            claims,
+            roles,
+            namespaces,
+            legacy_tenants,
+            db_secret,
+        ],
         required_informers=[tenants, configs],
         controllers=[controller, config_controller],
         elector=elector,
@@ -290,17 +329,22 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     add_tenant_platform(settings, app, platform_cache)
     if settings.manage_default_tenant:
         app.bootstrap = add_default_tenant_bootstrap(settings, client, app)
-    checks: list[http.ReadyCheck] = [manager.ready_problem]
+    checks: list[ReadyCheck] = [manager.ready_problem]
+
+    async def start_health() -> web.AppRunner:
+        http = await import_off_loop("aitenant.runtime.http")
+        served = http.health_app(checks)
+        return await http.serve(served, settings.bind_address, settings.health_port)
+
+    async def start_metrics() -> web.AppRunner:
+        http = await import_off_loop("aitenant.runtime.http")
+        served = http.metrics_app(metrics)
+        return await http.serve(served, settings.bind_address, settings.metrics_port)
+
     if settings.health_port:
-        manager.servers.append(
-            lambda: http.serve(http.health_app(checks), settings.bind_address, settings.health_port)
-        )
+        manager.servers.append(start_health)
     if settings.metrics_port:
-        manager.servers.append(
-            lambda: http.serve(
-                http.metrics_app(metrics), settings.bind_address, settings.metrics_port
-            )
-        )
+        manager.servers.append(start_metrics)
     if settings.webhook_port and settings.webhook_cert_dir:
         manager.servers.append(lambda: start_webhook(settings, app))
     return app
@@ -377,9 +421,19 @@ def add_default_tenant_bootstrap(
     return bootstrap
 
 
+async def import_off_loop(module: str) -> Any:
+    """Import ``module`` in a worker thread: the HTTP servers' web framework takes a while to
+    import, and the informers and the first reconciles go on meanwhile."""
+    return await asyncio.to_thread(importlib.import_module, module)
+
+
 async def start_webhook(settings: Settings, app: App) -> web.AppRunner:
     """HTTPS admission webhook; its certificate is reloaded in place when the files change."""
     assert settings.webhook_cert_dir is not None
+    webhook_server = await import_off_loop("aitenant.webhook.server")
+    from aitenant.runtime.tls import CertReloader
+    from aitenant.webhook.validators import WebhookPolicy
+
     reloader = CertReloader(settings.webhook_cert_dir)
     policy = WebhookPolicy(
         aitenant_namespace=settings.aitenant_namespace,

@@ -1,7 +1,8 @@
 """Write a tenant's rendered platform to the cluster, and take it away again.
 
 * ``apply_all``: for each rendered object, look up the live copy (the caller's cache, or the
-  API); leave it alone when it is
+  API), concurrently in two waves: Secrets and ServiceAccounts first, so they exist before
+  the workloads that mount or run as them, then everything else; leave an object alone when it is
   annotated ``opendatahub.io/managed: "false"``; otherwise server-side apply it (field manager
   ``aitenant-controller``, force, so any drift in the fields we set is taken back) unless the
   live copy already holds every value we render (``covers``), so an unchanged tenant costs
@@ -17,6 +18,7 @@ controller ownerReference, as upstream), are never written, pruned or deleted.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -38,6 +40,8 @@ Scope = tuple[Kind, str | None]
 UNKNOWN: Any = object()
 # Manifest → its live copy, None when it does not exist, or UNKNOWN.
 Lookup = Callable[[Manifest], Any]
+# Applied (all at once) before the rest: workloads mount or run as them.
+PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount"})
 
 
 class ApplyError(Exception):
@@ -122,20 +126,45 @@ class Applier:
     async def apply_all(
         self, manifests: Sequence[Manifest], lookup: Lookup | None = None
     ) -> ApplyReport:
-        """Apply in order; ``lookup`` gives a live copy (None: absent) or UNKNOWN (ask the API)."""
+        """Apply the manifests concurrently, prerequisites first; ``lookup`` gives a live copy
+        (None: absent) or UNKNOWN (ask the API). The report lists them in manifest order; when
+        some of a wave fail, the whole wave has finished and its first failure (in manifest
+        order) is raised."""
+        parts = [ApplyReport() for _ in manifests]
+        for wave in (True, False):
+            outcomes = await asyncio.gather(
+                *(
+                    self._apply_one(m, lookup, part)
+                    for m, part in zip(manifests, parts, strict=True)
+                    if (m.kind.kind in PREREQUISITE_KINDS) is wave
+                ),
+                return_exceptions=True,
+            )
+            for outcome in outcomes:
+                if isinstance(outcome, BaseException):
+                    raise outcome
         report = ApplyReport()
-        for manifest in manifests:
-            live = lookup(manifest) if lookup is not None else UNKNOWN
-            # A create-only object may exist without our labels, so outside the caller's cache.
-            if live is UNKNOWN or (live is None and manifest.create_only):
-                try:
-                    live = await self.get(manifest.kind, manifest.name, manifest.namespace)
-                except ApiError as exc:
-                    raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
-            result = await self._ensure(manifest, live, report)
-            if result is not None:
-                report.live[manifest.ref] = result
+        for part in parts:
+            report.live.update(part.live)
+            report.applied += part.applied
+            report.created += part.created
+            report.unmanaged += part.unmanaged
+            report.unchanged += part.unchanged
         return report
+
+    async def _apply_one(
+        self, manifest: Manifest, lookup: Lookup | None, report: ApplyReport
+    ) -> None:
+        live = lookup(manifest) if lookup is not None else UNKNOWN
+        # A create-only object may exist without our labels, so outside the caller's cache.
+        if live is UNKNOWN or (live is None and manifest.create_only):
+            try:
+                live = await self.get(manifest.kind, manifest.name, manifest.namespace)
+            except ApiError as exc:
+                raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
+        result = await self._ensure(manifest, live, report)
+        if result is not None:
+            report.live[manifest.ref] = result
 
     async def _ensure(
         self, manifest: Manifest, live: dict[str, Any] | None, report: ApplyReport

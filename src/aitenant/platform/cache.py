@@ -7,8 +7,10 @@ unchanged tenant costs neither writes nor reads of its objects, and any change t
 (a user's edit, a deletion, the Deployment turning Available) re-queues its config at once.
 
 Until an informer has synced (or while its CRD is not installed) it answers "unknown", and the
-caller reads from the API instead. CronJobs are not cached: their API version is only known
-after discovery, and nothing but a periodic resync needs to notice their drift.
+caller reads from the API instead. CronJobs are cached in both API versions the platform may
+render (batch/v1, batch/v1beta1); a version the API server does not serve counts as synced and
+empty. ``tracked`` leaves them out: the CronJob's name never changes, so it is never pruned,
+and deletion reads it by name.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class PlatformCache:
             (kinds.AUTH_POLICY, gateway_namespace),
             (kinds.TELEMETRY_POLICY, gateway_namespace),
             (kinds.CLUSTER_ROLE_BINDING, None),
+            *((kind, infra_namespace) for kind in kinds.CRONJOB_VERSIONS),
         ]
         self._informers: dict[tuple[Kind, str | None], Informer] = {}
         for kind, namespace in scopes:
@@ -67,6 +70,7 @@ class PlatformCache:
                 namespace=namespace,
                 labels=selector,
                 max_backoff=CRD_RETRY_MAX if "." in kind.group else 30.0,
+                optional=kind in kinds.CRONJOB_VERSIONS,
             )
             informer.add_index(TENANT_INDEX, _tenant_of)
             self._informers[(kind, namespace)] = informer
@@ -103,6 +107,8 @@ class PlatformCache:
         found: list[tuple[Kind, Obj]] = []
         value = tenant_index_value(tenant_namespace, tenant)
         for (kind, _), informer in self._informers.items():
+            if kind in kinds.CRONJOB_VERSIONS:
+                continue
             if not informer.synced.is_set():
                 if kind in (kinds.TELEMETRY_POLICY,):
                     continue  # an optional CRD that may never be installed

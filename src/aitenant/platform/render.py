@@ -13,17 +13,20 @@ hash rule of docs/contract.md §3.1, so it fits for every valid tenant name.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-import jinja2
 import yaml
 
 from aitenant import contract, naming
 from aitenant.platform import kinds
 from aitenant.platform.certs import ServingCert
+
+if TYPE_CHECKING:
+    import jinja2
 
 TEMPLATES: Final = Path(__file__).resolve().parent.parent / "templates"
 NAME_MAX: Final = 63
@@ -202,7 +205,10 @@ def ref_of(obj: dict[str, Any]) -> Ref:
     return (group, obj["kind"], meta.get("namespace") or "", meta["name"])
 
 
+@functools.cache
 def _environment() -> jinja2.Environment:
+    import jinja2  # on the first render, not at process start (its import is slow)
+
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(TEMPLATES),
         undefined=jinja2.StrictUndefined,
@@ -278,7 +284,7 @@ def render(ctx: PlatformContext) -> list[Manifest]:
     labels = common_labels(ctx)
     manifests: list[Manifest] = []
     for filename, create_only in TEMPLATE_FILES:
-        text = _ENV.get_template(filename).render(variables)
+        text = _environment().get_template(filename).render(variables)
         for doc in yaml.load_all(text, Loader=SAFE_LOADER):
             if not doc:
                 continue

@@ -444,14 +444,15 @@ class AITenantReconciler:
         try:
             wanted = infra_labels.desired_labels(gateway)
             try:
-                ns = await self.client.get(Namespace, app)
+                ns = await self.reads.get(Namespace, app)
             except ApiError as exc:
-                if is_not_found(exc) and not wanted:
-                    ns = None
-                else:
-                    raise infra_labels.LabelConflict(
-                        f"read infra namespace {app}: {api_message(exc)}"
-                    ) from None
+                raise infra_labels.LabelConflict(
+                    f"read infra namespace {app}: {api_message(exc)}"
+                ) from None
+            if ns is None and wanted:
+                raise infra_labels.LabelConflict(
+                    f'read infra namespace {app}: namespaces "{app}" not found'
+                )
             if ns is not None:
                 meta = ns.metadata or ObjectMeta()
                 patch = infra_labels.plan_ensure(
@@ -463,7 +464,10 @@ class AITenantReconciler:
                 )
                 if patch is not None:
                     patch["metadata"]["resourceVersion"] = meta.resourceVersion
-                    await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE)
+                    self.reads.remember(
+                        Namespace,
+                        await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE),
+                    )
         except (infra_labels.LabelConflict, ApiError) as exc:
             message = exc.args[0] if isinstance(exc, infra_labels.LabelConflict) else str(exc)
             log.warning("aitenant %s: infra namespace labels: %s", ctx.tenant.name, message)
@@ -565,7 +569,10 @@ class AITenantReconciler:
     async def _delete_stale_claims(self, ctx: TenantContext, *, keep: str) -> None:
         ns = self.settings.aitenant_namespace
         claims = await self.reads.list(
-            ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
+            ConfigMap,
+            namespace=ns,
+            labels={contract.LABEL_GATEWAY_CLAIM: "true"},
+            index=(CLAIM_OWNER_INDEX, ctx.tenant.name),  # not every claim: this tenant's
         )
         for claim in claims:
             meta = claim.metadata or ObjectMeta()
@@ -624,7 +631,10 @@ class AITenantReconciler:
         patch = ownership.metadata_patch(meta.labels, meta.annotations, ctx.labels, ctx.annotations)
         if patch is not None:
             try:
-                await self.client.patch(Namespace, name, patch, patch_type=PatchType.MERGE)
+                self.reads.remember(
+                    Namespace,
+                    await self.client.patch(Namespace, name, patch, patch_type=PatchType.MERGE),
+                )
             except ApiError as exc:
                 raise StepFailed(
                     Reason.TENANT_NAMESPACE_FAILED,
@@ -732,6 +742,7 @@ class AITenantReconciler:
                 if is_not_found(exc):
                     return
                 raise StepFailed(failed, api_message(exc), cause=exc) from None
+            self.reads.remember(LegacyTenant, legacy_tenant)
             log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
         if not legacy.removal_verified(
             config=config,
@@ -825,6 +836,22 @@ class AITenantReconciler:
                 )
             except ApiError as exc:
                 raise failed("patch", exc) from None
+
+
+CLAIM_OWNER_INDEX = "claim-owner"
+
+
+def claim_owner_names(obj: Obj) -> list[str]:
+    """Index of claim ConfigMaps: every AITenant name ``claim_owned_by`` may find in one (its
+    controller ownerReference, its owner annotation)."""
+    meta = obj.get("metadata") or {}
+    names = {
+        ref.get("name")
+        for ref in meta.get("ownerReferences") or []
+        if ref.get("controller") and ref.get("kind") == "AITenant"
+    }
+    names.add((meta.get("annotations") or {}).get(contract.ANNOTATION_AITENANT_NAME))
+    return sorted(name for name in names if name)
 
 
 def claim_owned_by(meta: ObjectMeta, tenant: AITenantView) -> bool:

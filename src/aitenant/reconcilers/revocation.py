@@ -11,8 +11,10 @@ import asyncio
 import logging
 import ssl
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import httpx
+if TYPE_CHECKING:
+    import httpx
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,8 @@ class KeyRevoker:
 
     async def revoke(self, url: str) -> int:
         """Revoke every key of the tenant behind ``url``; return how many were revoked."""
+        import httpx  # only deletions need it: not imported at process start
+
         last = ""
         async with httpx.AsyncClient(
             verify=self._verify(), timeout=self.timeout, transport=self.transport

@@ -1,6 +1,8 @@
 """The manager runs every part of the process in one TaskGroup and shuts it down cleanly.
 
 * Informers and HTTP servers run on every replica (the webhook must answer on all of them).
+  The servers start alongside the informers, not before them: building a server may import
+  its web framework, and the first reconcile need not wait for that.
 * Controllers and leader-only loops start once this replica holds the Lease (or at once
   without leader election). Losing the Lease ends the process with an error.
 * ``stop()`` (wired to SIGTERM) cancels everything and releases the Lease.
@@ -13,13 +15,14 @@ import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import Any
-
-from aiohttp import web
+from typing import TYPE_CHECKING, Any
 
 from aitenant.runtime.controller import Controller
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.leader import LeaderElector
+
+if TYPE_CHECKING:
+    from aiohttp import web
 
 log = logging.getLogger(__name__)
 
@@ -50,8 +53,6 @@ class Manager:
 
     async def run(self) -> None:
         try:
-            for start_server in self.servers:
-                self._runners.append(await start_server())
             async with asyncio.TaskGroup() as group:
                 stopper = group.create_task(self._stop.wait())
                 main = group.create_task(self._run_all())
@@ -71,6 +72,9 @@ class Manager:
         async with asyncio.TaskGroup() as group:
             for informer in self.informers:
                 group.create_task(informer.run(), name=f"informer-{informer.kind}")
+            await asyncio.sleep(0)  # the informers' first requests go out first
+            for start_server in self.servers:
+                self._runners.append(await start_server())
             for runnable in self.runnables:
                 group.create_task(runnable())
             group.create_task(self._lead())

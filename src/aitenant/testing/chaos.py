@@ -26,7 +26,7 @@ from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract
 from aitenant.resources import AITenant, MaasTenantConfig
-from aitenant.testing import samples
+from aitenant.testing import bench, samples
 from aitenant.testing.maas_api import FakeMaasApi
 
 
@@ -54,7 +54,7 @@ class ControllerProcess:
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
-                env={**os.environ, **self.env},
+                env={**os.environ, **bench.controller_env(), **self.env},
             )
         self.starts += 1
 

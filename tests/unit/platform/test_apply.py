@@ -96,3 +96,40 @@ def test_objects_another_controller_owns_are_left_alone() -> None:
     ref = {"apiVersion": "v1", "kind": "Thing", "name": "x", "uid": "u"}
     assert is_unmanaged({"metadata": {"ownerReferences": [{**ref, "controller": True}]}})
     assert not is_unmanaged({"metadata": {"ownerReferences": [ref]}})
+
+
+async def test_apply_all_writes_prerequisites_first_then_the_rest_at_once() -> None:
+    """Secrets and ServiceAccounts in one concurrent wave, then every other object at once;
+    the report keeps manifest order."""
+    import asyncio
+
+    from aitenant.platform.apply import Applier
+    from aitenant.platform.render import Manifest
+
+    def manifest(api_version: str, kind: str, name: str) -> Manifest:
+        return Manifest({"apiVersion": api_version, "kind": kind, "metadata": {"name": name}})
+
+    manifests = [
+        manifest("apps/v1", "Deployment", "d"),
+        manifest("v1", "Secret", "s"),
+        manifest("v1", "Service", "svc"),
+        manifest("v1", "ServiceAccount", "sa"),
+    ]
+    in_flight: set[str] = set()
+    peak: list[set[str]] = []
+
+    class Recording:
+        """Records which objects are being written at once."""
+
+        async def patch(self, resource: Any, name: str, obj: Any, **_: Any) -> dict[str, Any]:
+            in_flight.add(name)
+            peak.append(set(in_flight))
+            await asyncio.sleep(0.01)
+            in_flight.discard(name)
+            return {"metadata": {"name": name}}
+
+    applier = Applier(Recording())  # type: ignore[arg-type]
+    report = await applier.apply_all(manifests, lambda _: None)
+    assert report.applied == [str(m) for m in manifests]
+    assert report.writes == 4
+    assert peak == [{"s"}, {"s", "sa"}, {"d"}, {"d", "svc"}]

@@ -176,3 +176,69 @@ def test_cached_copies_share_their_keys_and_short_strings() -> None:
     key_a = next(k for k in first["metadata"] if k == "resourceVersion")
     key_b = next(k for k in second["metadata"] if k == "resourceVersion")
     assert key_a is key_b
+
+
+async def test_a_transform_and_a_field_selector_shape_what_is_kept() -> None:
+    api = ScriptedApi().on("GET", PATH, listing([tenant("a", "5")], "5")).on("WATCH", PATH, DONE)
+    informer = Informer(
+        api.client(),
+        AITenant,
+        fields={"metadata.name": "a"},
+        transform=lambda obj: {"metadata": obj["metadata"]},
+    )
+    done = asyncio.Event()
+    informer.add_handler(lambda *_: done.set())
+    await run_until(informer, done)
+    assert informer.get("ai-tenants", "a") == {"metadata": tenant("a", "5")["metadata"]}
+    assert api.sent[0].params.get("fieldSelector") == "metadata.name=a"
+
+
+NOT_SERVED = status(404, "NotFound", "no kind")
+
+
+async def test_an_optional_kind_that_is_not_served_is_synced_and_empty() -> None:
+    api = ScriptedApi().on("GET", PATH, NOT_SERVED, listing([tenant("a", "7")], "7"))
+    api.on("WATCH", PATH, DONE)
+    informer = Informer(api.client(), AITenant, optional=True, max_backoff=0.01)
+    informer._apply("ADDED", tenant("stale", "3"))  # gone when the kind is not served
+    done = asyncio.Event()
+    events: list[str] = []
+
+    def handler(event: Any, old: Any, new: dict[str, Any]) -> None:
+        events.append(f"{event} {new['metadata']['name']}")
+        if event == "ADDED":
+            done.set()
+
+    informer.add_handler(handler)
+    await run_until(informer, done)  # the kind appears on the next list
+    assert events == ["DELETED stale", "ADDED a"]
+    assert informer.synced.is_set()
+
+
+async def test_a_required_kind_that_is_not_served_is_never_synced() -> None:
+    api = ScriptedApi().on("GET", PATH, NOT_SERVED)
+    informer = Informer(api.client(), AITenant, max_backoff=0.01)
+    task = asyncio.create_task(informer.run())
+    try:
+        for _ in range(500):  # until three lists were refused
+            if len(api.requests("GET")) >= 3:
+                break
+            await asyncio.sleep(0.01)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert len(api.requests("GET")) >= 3, "the informer keeps listing"
+    assert not informer.synced.is_set()
+
+
+def test_every_read_hands_out_a_fresh_copy() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer._apply("ADDED", tenant("a", "5"))
+    informer.add_index("gateway", lambda o: [o["spec"]["gateway"]["name"]])
+    copy = informer.get("ai-tenants", "a")
+    assert copy == tenant("a", "5")
+    assert copy is not None
+    copy["spec"]["gateway"]["name"] = "changed"
+    assert informer.get("ai-tenants", "a") == tenant("a", "5")
+    assert informer.by_index("gateway", "gw-a") == [tenant("a", "5")]
+    assert informer.list() == [tenant("a", "5")]

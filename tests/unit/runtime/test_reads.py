@@ -1,4 +1,5 @@
-"""Reads served from a synced informer on a hit, from the API on a miss."""
+"""Reads served from a synced informer on a hit; on a miss, from the API unless the informer
+sees every object the read could find."""
 
 from __future__ import annotations
 
@@ -48,16 +49,21 @@ class Api:
 
 
 def setup(
-    *, synced: bool, namespace: str = "*", labels: dict[str, str] | None = None
+    *,
+    synced: bool,
+    namespace: str = "*",
+    labels: dict[str, str] | None = None,
+    fields: dict[str, str] | None = None,
+    trust_misses: bool = False,
 ) -> tuple[CachedReads, Api]:
     api = Api()
     client = AsyncClient(CONFIG, transport=httpx2.MockTransport(api))
-    informer = Informer(client, Role, namespace=namespace, labels=labels)
+    informer = Informer(client, Role, namespace=namespace, labels=labels, fields=fields)
     informer._apply("ADDED", role("cached", "t", "get"))
     if synced:
         informer.synced.set()
     reads = CachedReads(client)
-    reads.serve(informer)
+    reads.serve(informer, trust_misses=trust_misses)
     return reads, api
 
 
@@ -70,17 +76,35 @@ async def test_a_hit_is_served_typed_without_asking_the_api() -> None:
     assert api.paths == []
 
 
-async def test_a_miss_asks_the_api_and_not_found_is_none() -> None:
-    reads, api = setup(synced=True)
+async def test_a_miss_in_a_label_selected_informer_asks_the_api_and_not_found_is_none() -> None:
+    reads, api = setup(synced=True, labels={"team": "red"})
     live = await reads.get(Role, "live", "t")
     assert isinstance(live, Role)
     assert await reads.get(Role, "absent", "t") is None
     assert len(api.paths) == 2, "both went to the API"
 
 
+async def test_a_miss_in_an_informer_that_sees_everything_is_an_answer() -> None:
+    reads, api = setup(synced=True)  # no selector: "live" is not cached, so it is not there
+    assert await reads.get(Role, "live", "t") is None
+    reads2, api2 = setup(synced=True, labels={"team": "red"}, trust_misses=True)
+    assert await reads2.get(Role, "live", "t") is None
+    assert api.paths == api2.paths == []
+
+
+async def test_a_field_selected_informer_answers_misses_only_for_its_name() -> None:
+    reads, api = setup(synced=True, fields={"metadata.name": "live"})
+    assert await reads.get(Role, "live", "t") is None  # selected by name, and not cached
+    assert api.paths == []
+    assert isinstance(await reads.get(Role, "cached", "t"), Role)  # hit
+    assert await reads.get(Role, "other", "t") is None  # not selected: asks the API (404)
+    assert api.paths == ["/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles/other"]
+
+
 async def test_an_unsynced_or_other_namespace_informer_is_not_trusted() -> None:
-    reads, _ = setup(synced=False)
+    reads, api = setup(synced=False)
     assert await reads.get(Role, "cached", "t") is None  # the API says 404
+    assert len(api.paths) == 1
     reads, _ = setup(synced=True, namespace="elsewhere")
     assert await reads.get(Role, "cached", "t") is None
     assert reads.informer(Role, "elsewhere") is not None
@@ -94,3 +118,16 @@ async def test_a_list_is_served_only_by_an_informer_with_the_same_scope() -> Non
     assert api.paths == []
     await reads.list(Role, namespace="t", labels={"team": "blue"})  # not what the informer holds
     assert api.paths == ["/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles"]
+
+
+async def test_a_list_with_an_index_answers_only_the_objects_filed_under_it() -> None:
+    reads, api = setup(synced=True, namespace="t", labels={"team": "red"})
+    informer = reads.informer(Role, "t")
+    assert informer is not None
+    informer._apply("ADDED", role("other", "t", "list"))
+    informer.add_index("verb", lambda o: [o["rules"][0]["verbs"][0]])
+    served = await reads.list(Role, namespace="t", labels={"team": "red"}, index=("verb", "list"))
+    assert [r.metadata.name for r in served if r.metadata] == ["other"]
+    every = await reads.list(Role, namespace="t", labels={"team": "red"}, index=("nope", "x"))
+    assert sorted(r.metadata.name for r in every if r.metadata) == ["cached", "other"]
+    assert api.paths == []
