@@ -13,7 +13,6 @@ after discovery, and nothing but a periodic resync needs to notice their drift.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from lightkube import AsyncClient
@@ -44,21 +43,8 @@ def _tenant_of(obj: Obj) -> list[str]:
 class PlatformCache:
     def __init__(self, client: AsyncClient, *, infra_namespace: str, gateway_namespace: str):
         selector: dict[str, str] = {contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE}
-        scopes: list[tuple[Kind, str | None]] = [
-            (kinds.SERVICE_ACCOUNT, infra_namespace),
-            (kinds.SECRET, infra_namespace),
-            (kinds.DEPLOYMENT, infra_namespace),
-            (kinds.SERVICE, infra_namespace),
-            (kinds.NETWORK_POLICY, infra_namespace),
-            (kinds.HTTP_ROUTE, infra_namespace),
-            (kinds.AUTH_POLICY, infra_namespace),  # none rendered: older ones, to prune
-            (kinds.TOKEN_RATE_LIMIT_POLICY, gateway_namespace),
-            (kinds.AUTH_POLICY, gateway_namespace),
-            (kinds.TELEMETRY_POLICY, gateway_namespace),
-            (kinds.CLUSTER_ROLE_BINDING, None),
-        ]
         self._informers: dict[tuple[Kind, str | None], Informer] = {}
-        for kind, namespace in scopes:
+        for kind, namespace in kinds.platform_scopes(infra_namespace, gateway_namespace):
             if (kind, namespace) in self._informers:  # infra and gateway namespace may be one
                 continue
             informer = Informer(
@@ -74,9 +60,6 @@ class PlatformCache:
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
-
-    def scopes(self) -> Iterator[tuple[Kind, str | None]]:
-        return iter(self._informers)
 
     def add_handler(self, handler: Handler) -> None:
         for informer in self._informers.values():
