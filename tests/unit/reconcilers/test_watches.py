@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from aitenant import contract
 from aitenant.reconcilers.watches import (
     annotated_owner,
@@ -16,22 +14,7 @@ from aitenant.reconcilers.watches import (
 )
 from aitenant.runtime.controller import Key
 
-
-def config(
-    namespace: str = "ai-tenant-red",
-    name: str = "default-tenant",
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-) -> dict[str, Any]:
-    return {
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "labels": {contract.LABEL_MANAGED_BY_AITENANT: "true", **(labels or {})},
-            "annotations": annotations or {},
-            "generation": 1,
-        }
-    }
+from .test_tenant_config import config
 
 
 def test_platform_context_changed() -> None:
