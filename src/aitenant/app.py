@@ -21,12 +21,7 @@ from lightkube.resources.rbac_authorization_v1 import Role
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
-from aitenant.reconcilers import conditions
-from aitenant.reconcilers.aitenant import (
-    CLAIM_OWNER_INDEX,
-    AITenantReconciler,
-    claim_owner_names,
-)
+from aitenant.reconcilers.aitenant import AITenantReconciler
 from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.infra_namespace import (
@@ -35,12 +30,20 @@ from aitenant.reconcilers.infra_namespace import (
     monitor_managed_namespace,
 )
 from aitenant.reconcilers.revocation import KeyRevoker
-from aitenant.reconcilers.tenant_config import (
-    TenantConfigReconciler,
+from aitenant.reconcilers.tenant_config import TenantConfigReconciler
+from aitenant.reconcilers.watches import (
+    CLAIM_OWNER_INDEX,
+    CONFIG_OWNER_INDEX,
+    GATEWAY_INDEX,
+    annotated_owner,
+    claim_owner_names,
     config_changed,
+    gateway_index_key,
     in_scope,
     owner_index_key,
     platform_context_changed,
+    settled,
+    tenant_changed,
     tracked_config_key,
     wanted,
 )
@@ -62,9 +65,6 @@ if TYPE_CHECKING:
     from aitenant.runtime.http import ReadyCheck
 
 log = logging.getLogger("aitenant")
-
-GATEWAY_INDEX = "gateway"
-CONFIG_OWNER_INDEX = "owner"
 
 
 def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
@@ -94,43 +94,11 @@ def instrument(client: AsyncClient, metrics: Metrics) -> None:
     http_client(client).event_hooks["response"].append(on_response)
 
 
-def gateway_index_key(namespace: str, name: str) -> str:
-    return f"{namespace}/{name}"
-
-
-def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
-    """AITenant predicate: create, delete, generation change, deletionTimestamp newly set."""
-    if event != "MODIFIED" or old is None:
-        return True
-    old_meta, new_meta = old["metadata"], new["metadata"]
-    return old_meta.get("generation") != new_meta.get("generation") or (
-        bool(new_meta.get("deletionTimestamp")) and not old_meta.get("deletionTimestamp")
-    )
-
-
 def namespace_view(obj: Obj) -> Obj:
     """What reconcilers read of a Namespace: its metadata and phase (the cache holds every
     namespace of the cluster, so nothing more)."""
     phase = (obj.get("status") or {}).get("phase")
     return {"metadata": obj["metadata"], "status": {"phase": phase} if phase else {}}
-
-
-def settled(event: EventType, obj: Obj) -> bool:
-    """Seen in a (re)list already Ready at its generation: probably nothing to do, so it
-    waits behind the objects that have work (the work queue's low priority)."""
-    return (
-        event == "ADDED"
-        and not obj["metadata"].get("deletionTimestamp")
-        and conditions.is_ready(obj)
-    )
-
-
-def annotated_owner(obj: Obj) -> Key | None:
-    """The AITenant named by an object's owner annotations (configs, Roles)."""
-    ann = obj["metadata"].get("annotations") or {}
-    name = ann.get(contract.ANNOTATION_AITENANT_NAME)
-    namespace = ann.get(contract.ANNOTATION_AITENANT_NAMESPACE)
-    return Key(namespace, name) if name and namespace else None
 
 
 @dataclass

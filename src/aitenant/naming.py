@@ -27,6 +27,9 @@ DNS1123_LABEL_REGEX_ERROR: Final = (
 )
 DNS1123_LABEL_DOTS_ERROR: Final = "must not contain dots"
 
+# The Gateway AuthPolicy of the default tenant's platform (docs/platform.md §8).
+DEFAULT_GATEWAY_AUTH_POLICY: Final = "maas-gateway-auth"
+
 _HASH_LEN: Final = 8
 _CLAIM_HASH_LEN: Final = 32
 
@@ -109,6 +112,14 @@ def claim_name(gw_namespace: str, gw_name: str) -> str:
 def tenant_suffix(name: str) -> str:
     """Suffix of per-tenant platform resources: none for the default tenant, else ``-<name>``."""
     return "" if name == contract.DEFAULT_TENANT_NAME else f"-{name}"
+
+
+def gateway_auth_policy_name(tenant: str, gateway_name: str) -> str:
+    """The Gateway AuthPolicy of a tenant's platform: the shared one for the default tenant,
+    else one per Gateway (docs/platform.md §8)."""
+    if not tenant_suffix(tenant):
+        return DEFAULT_GATEWAY_AUTH_POLICY
+    return f"{gateway_name}-maas-auth"
 
 
 def dns1123_label_errors(value: str) -> list[str]:

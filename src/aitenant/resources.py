@@ -21,7 +21,6 @@ MaasTenantConfig = create_namespaced_resource(
 LegacyTenant = create_namespaced_resource(contract.GROUP, contract.VERSION, "Tenant", "tenants")
 Config = create_global_resource(contract.GROUP, contract.VERSION, "Config", "configs")
 Gateway = create_namespaced_resource("gateway.networking.k8s.io", "v1", "Gateway", "gateways")
-GatewayAuthPolicy = create_namespaced_resource("kuadrant.io", "v1", "AuthPolicy", "authpolicies")
 MaaSSubscription = create_namespaced_resource(
     contract.GROUP, contract.VERSION, "MaaSSubscription", "maassubscriptions"
 )

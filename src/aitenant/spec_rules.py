@@ -20,8 +20,10 @@ _ISSUER_RE: Final = re.compile(rf"https://[^{_WHITESPACE}]+")
 _GATEWAY_NAME_MAX: Final = 63
 _ISSUER_MIN, _ISSUER_MAX = 9, 2048
 _CLIENT_ID_MAX: Final = 256
-_TTL_MIN: Final = 30
-_TTL_DEFAULT: Final = 300
+# spec.oidc.ttl bounds (seconds); the CRDs of AITenant and of the legacy Tenant declare the
+# same minimum and default (tests/unit/manifests/test_crd_bounds.py holds them together).
+OIDC_TTL_MIN: Final = 30
+OIDC_TTL_DEFAULT: Final = 300
 
 
 def quote(value: str) -> str:
@@ -131,7 +133,7 @@ def _client_id_problem(oidc: Mapping[str, Any]) -> str | None:
 
 
 def _ttl_problem(oidc: Mapping[str, Any]) -> str | None:
-    hint = f"use {_TTL_MIN} or more, or remove it to get the default of {_TTL_DEFAULT}"
+    hint = f"use {OIDC_TTL_MIN} or more, or remove it to get the default of {OIDC_TTL_DEFAULT}"
     ttl = oidc.get("ttl")
     if ttl is None:
         return None
@@ -143,8 +145,8 @@ def _ttl_problem(oidc: Mapping[str, Any]) -> str | None:
             f"spec.oidc.ttl must be an integer number of seconds, got {json_type(ttl)} "
             f"{json.dumps(ttl)}; {hint}"
         )
-    if ttl < _TTL_MIN:
-        return f"spec.oidc.ttl must be at least {_TTL_MIN} seconds (got {int(ttl)}); {hint}"
+    if ttl < OIDC_TTL_MIN:
+        return f"spec.oidc.ttl must be at least {OIDC_TTL_MIN} seconds (got {int(ttl)}); {hint}"
     return None
 
 

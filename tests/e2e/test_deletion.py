@@ -13,10 +13,10 @@ from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.types import PatchType
 
 from aitenant import naming
+from aitenant.platform import kinds
 from aitenant.resources import (
     AITenant,
     Gateway,
-    GatewayAuthPolicy,
     MaaSAuthPolicy,
     MaaSSubscription,
     MaasTenantConfig,
@@ -39,6 +39,8 @@ from .conftest import (
 )
 
 pytestmark = pytest.mark.e2e
+
+GATEWAY_AUTH_POLICY = kinds.AUTH_POLICY.resource
 
 
 async def gone(kube: AsyncClient, kind: Any, name: str, namespace: str | None = None) -> bool:
@@ -107,7 +109,7 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
     await kube.create(MaaSSubscription.from_dict(generic("MaaSSubscription", "sub", tns, api)))
     await kube.create(MaaSAuthPolicy.from_dict(generic("MaaSAuthPolicy", "pol", tns, api)))
     # The tenant platform created the Gateway's AuthPolicy (create-if-missing).
-    await kube.get(GatewayAuthPolicy, f"{name}-maas-auth", namespace=GATEWAY_NS)
+    await kube.get(GATEWAY_AUTH_POLICY, f"{name}-maas-auth", namespace=GATEWAY_NS)
     gateway_before = await kube.get(Gateway, name, namespace=GATEWAY_NS)
 
     await kube.delete(AITenant, name, namespace=AITENANT_NS)
@@ -119,7 +121,7 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
     assert await gone(kube, MaaSAuthPolicy, "pol", tns)
     assert await gone(kube, Role, f"aitenant-{name}-tenant-admin", tns)
     assert await gone(kube, Role, f"aitenant-{name}-object-admin", AITENANT_NS)
-    assert await gone(kube, GatewayAuthPolicy, f"{name}-maas-auth", GATEWAY_NS)
+    assert await gone(kube, GATEWAY_AUTH_POLICY, f"{name}-maas-auth", GATEWAY_NS)
     assert await gone(kube, ConfigMap, naming.claim_name(GATEWAY_NS, name), AITENANT_NS)
 
     # Kept: the namespace (released), the user's objects, the Gateway untouched.
@@ -253,7 +255,7 @@ async def test_unmanaged_gateway_auth_policy_is_kept(
     await wait_phase(kube, name, "Active")
     # The platform created it; the administrator opts it out of management.
     await kube.patch(
-        GatewayAuthPolicy,
+        GATEWAY_AUTH_POLICY,
         f"{name}-maas-auth",
         {"metadata": {"annotations": {"opendatahub.io/managed": "false"}}},
         namespace=GATEWAY_NS,
@@ -261,7 +263,7 @@ async def test_unmanaged_gateway_auth_policy_is_kept(
     )
     await kube.delete(AITenant, name, namespace=AITENANT_NS)
     await wait_gone(kube, name)
-    await kube.get(GatewayAuthPolicy, f"{name}-maas-auth", namespace=GATEWAY_NS)
+    await kube.get(GATEWAY_AUTH_POLICY, f"{name}-maas-auth", namespace=GATEWAY_NS)
 
 
 async def test_terminating_namespace_does_not_block_deletion(

@@ -143,8 +143,7 @@ async def test_platform_is_rendered_and_the_config_reports_ready(
     # The CronJob API version came from discovery: Kubernetes 1.20 has no batch/v1 CronJob.
     cronjob = await get(kube, kinds.CRONJOB_V1BETA1, f"maas-api-key-cleanup-{name}", INFRA_NS)
     assert cronjob["apiVersion"] == "batch/v1beta1"
-    assert reconciler_of(controller).discovery is not None
-    assert await reconciler_of(controller).discovery.cronjob_kind() == kinds.CRONJOB_V1BETA1  # type: ignore[union-attr]
+    assert await reconciler_of(controller).discovery.cronjob_kind() == kinds.CRONJOB_V1BETA1
 
     # Written by field manager aitenant-controller through server-side apply.
     deployment = await get(kube, kinds.DEPLOYMENT, f"maas-api-{name}", INFRA_NS)
@@ -388,7 +387,6 @@ async def test_an_older_route_level_auth_policy_is_pruned_unless_unmanaged(
 
     # The opted-out copy: once the controller's cache holds it, a whole pass leaves it alone.
     cache = reconciler_of(controller).cache
-    assert cache is not None
 
     async def cached() -> bool:
         obj = cache.get(kinds.AUTH_POLICY, INFRA_NS, f"maas-api-auth-policy-{kept}")

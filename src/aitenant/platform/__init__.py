@@ -3,7 +3,8 @@
 ``render`` turns a ``PlatformContext`` into the objects of one tenant, from the Jinja2
 templates in ``aitenant/templates``; it is pure. ``certs`` issues and renews the tenant's
 serving certificate from the charm's CA. ``apply`` writes the rendered set with server-side
-apply, leaves opted-out objects alone and prunes what is no longer rendered. ``discovery``
-answers which API versions the cluster serves. The reconciler that decides *when* to do all
-this lives in ``aitenant.reconcilers.tenant_config``.
+apply and leaves opted-out objects alone; ``prune`` finds a tenant's objects and deletes those
+no longer rendered; ``kinds`` declares the kinds and where they live; ``cache`` holds their
+informers. ``discovery`` answers which API versions the cluster serves. The reconciler that
+decides *when* to do all this lives in ``aitenant.reconcilers.tenant_config``.
 """

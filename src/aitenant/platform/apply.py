@@ -29,13 +29,11 @@ from lightkube.types import PatchType
 
 from aitenant import contract
 from aitenant.errors import api_message, is_conflict, is_not_found, is_transient
-from aitenant.platform.kinds import Kind
+from aitenant.platform.kinds import Kind, Scope
 from aitenant.platform.render import Manifest, Ref, ref_of
 
 log = logging.getLogger(__name__)
 
-# (kind, namespace or None for cluster-scoped kinds): where a tenant's objects may live.
-Scope = tuple[Kind, str | None]
 # What a lookup answers when it does not know: read the object from the API.
 UNKNOWN: Any = object()
 # Manifest → its live copy, None when it does not exist, or UNKNOWN.

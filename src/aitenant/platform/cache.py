@@ -15,7 +15,6 @@ and deletion reads it by name.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 from lightkube import AsyncClient
@@ -46,18 +45,8 @@ def _tenant_of(obj: Obj) -> list[str]:
 class PlatformCache:
     def __init__(self, client: AsyncClient, *, infra_namespace: str, gateway_namespace: str):
         selector: dict[str, str] = {contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE}
-        scopes: list[tuple[Kind, str | None]] = [
-            (kinds.SERVICE_ACCOUNT, infra_namespace),
-            (kinds.SECRET, infra_namespace),
-            (kinds.DEPLOYMENT, infra_namespace),
-            (kinds.SERVICE, infra_namespace),
-            (kinds.NETWORK_POLICY, infra_namespace),
-            (kinds.HTTP_ROUTE, infra_namespace),
-            (kinds.AUTH_POLICY, infra_namespace),  # none rendered: older ones, to prune
-            (kinds.TOKEN_RATE_LIMIT_POLICY, gateway_namespace),
-            (kinds.AUTH_POLICY, gateway_namespace),
-            (kinds.TELEMETRY_POLICY, gateway_namespace),
-            (kinds.CLUSTER_ROLE_BINDING, None),
+        scopes = [
+            *kinds.platform_scopes(infra_namespace, gateway_namespace),
             *((kind, infra_namespace) for kind in kinds.CRONJOB_VERSIONS),
         ]
         self._informers: dict[tuple[Kind, str | None], Informer] = {}
@@ -78,9 +67,6 @@ class PlatformCache:
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
-
-    def scopes(self) -> Iterator[tuple[Kind, str | None]]:
-        return iter(self._informers)
 
     def add_handler(self, handler: Handler) -> None:
         for informer in self._informers.values():

@@ -9,6 +9,9 @@ unreadable, signed by another CA (the charm rotated it), other names, a key that
 match, or less than a third of its lifetime left (a month: many reconciles away from expiry).
 
 Everything takes ``now`` explicitly, so tests can place a certificate anywhere in its life.
+``CALoader`` re-reads the CA files when they change; ``ServingCerts`` decides, per Service,
+whether to keep the live certificate or issue one, and never issues twice for one Service
+while the cache has not yet seen the Secret written a moment ago.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import base64
 import binascii
 import datetime as dt
 import hashlib
+import logging
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +31,8 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+log = logging.getLogger(__name__)
 
 VALIDITY = dt.timedelta(days=90)
 RENEW_WHEN_REMAINING = 1 / 3
@@ -209,3 +216,57 @@ def issue(
     ).decode()
     cert_pem = cert.public_bytes(serialization.Encoding.PEM).decode()
     return ServingCert(cert_pem, key_pem, ca.cert_pem)
+
+
+class CALoader:
+    """The charm's CA from ``--maas-api-ca-file``/``--maas-api-ca-key-file``, re-read on change."""
+
+    def __init__(self, cert_file: Path | None, key_file: Path | None) -> None:
+        self.cert_file = cert_file
+        self.key_file = key_file
+        self._stamp: tuple[float, float] | None = None
+        self._ca: CertificateAuthority | None = None
+
+    def load(self) -> CertificateAuthority:
+        if self.cert_file is None:
+            raise CAError("--maas-api-ca-file is not set")
+        if self.key_file is None:
+            raise CAError("--maas-api-ca-key-file is not set")
+        try:
+            stamp = (self.cert_file.stat().st_mtime, self.key_file.stat().st_mtime)
+        except OSError:
+            stamp = None
+        if self._ca is None or stamp is None or stamp != self._stamp:
+            self._ca = load_ca(self.cert_file, self.key_file)
+            self._stamp = stamp
+        return self._ca
+
+
+class ServingCerts:
+    """The certificate each tenant's maas-api Service should serve, in namespace ``infra``."""
+
+    def __init__(self, ca: CALoader, infra: str, now: Callable[[], dt.datetime]) -> None:
+        self.ca = ca
+        self.infra = infra
+        self.now = now
+        # Certificates issued but maybe not yet seen by the cache, by Service name.
+        self._issued: dict[str, ServingCert] = {}
+
+    def for_service(self, current: ServingCert | None, service: str) -> ServingCert:
+        """``current`` (the live Secret's) while it is good, else a new one (CAError when
+        the CA cannot be loaded)."""
+        ca = self.ca.load()
+        names = dns_names(service, self.infra)
+        now = self.now()
+        reason = renewal_reason(current, ca, names, now=now)
+        if reason is None:
+            assert current is not None
+            self._issued.pop(service, None)
+            return current
+        # The cache may not have seen the Secret we wrote a moment ago: never issue twice.
+        issued = self._issued.get(service)
+        if issued is not None and renewal_reason(issued, ca, names, now=now) is None:
+            return issued
+        log.info("serving certificate for %s.%s: issuing (%s)", service, self.infra, reason)
+        self._issued[service] = issue(ca, names, now=now)
+        return self._issued[service]

@@ -86,6 +86,29 @@ ALL = (
     TOKEN_RATE_LIMIT_POLICY,
     TELEMETRY_POLICY,
 )
+# Where a kind lives: its namespace, or None for a cluster-scoped kind.
+Scope = tuple[Kind, str | None]
+
+
+def platform_scopes(infra_namespace: str, gateway_namespace: str) -> list[Scope]:
+    """Everywhere a tenant's platform objects can be, CronJobs aside (their API version is
+    known only after discovery): the informers of the platform cache, the lists of pruning
+    and cleanup. The two namespaces may be one."""
+    return [
+        (SERVICE_ACCOUNT, infra_namespace),
+        (SECRET, infra_namespace),
+        (DEPLOYMENT, infra_namespace),
+        (SERVICE, infra_namespace),
+        (NETWORK_POLICY, infra_namespace),
+        (HTTP_ROUTE, infra_namespace),
+        (AUTH_POLICY, infra_namespace),  # none rendered: route-level ones of older versions
+        (TOKEN_RATE_LIMIT_POLICY, gateway_namespace),
+        (AUTH_POLICY, gateway_namespace),
+        (TELEMETRY_POLICY, gateway_namespace),
+        (CLUSTER_ROLE_BINDING, None),
+    ]
+
+
 _BY_TYPE = {(k.api_version, k.kind): k for k in ALL}
 
 

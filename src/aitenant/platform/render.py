@@ -37,7 +37,6 @@ MAAS_API_PORT: Final = 8443
 ROUTE_PREFIXES: Final = ("/v1/models", "/v1/subscriptions", "/v1/api-keys")
 API_PREFIX: Final = "/maas-api"
 SHARED_CLUSTER_ROLE: Final = "maas-api"
-DEFAULT_GATEWAY_AUTH_POLICY: Final = "maas-gateway-auth"
 
 # libyaml's safe loader when PyYAML has it: parsing is most of a render's cost otherwise.
 SAFE_LOADER: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
@@ -127,13 +126,10 @@ class PlatformNames:
 def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> PlatformNames:
     suffix = naming.tenant_suffix(tenant)
     is_default = not suffix
-    if is_default:
-        gateway_auth: str | None = DEFAULT_GATEWAY_AUTH_POLICY
-    elif gateway_name == default_gateway_name:
+    gateway_auth: str | None = naming.gateway_auth_policy_name(tenant, gateway_name)
+    if not is_default and gateway_name == default_gateway_name:
         # A non-default tenant on the default Gateway leaves maas-gateway-auth alone (upstream).
         gateway_auth = None
-    else:
-        gateway_auth = f"{gateway_name}-maas-auth"
     return PlatformNames(
         api=f"maas-api{suffix}",
         serving_cert=f"maas-api{suffix}-serving-cert",

@@ -56,7 +56,9 @@ from aitenant.errors import (
     namespace_missing,
 )
 from aitenant.reconcilers import conditions, infra_labels, legacy, ownership
-from aitenant.reconcilers.conditions import Status
+from aitenant.reconcilers.finalizers import ensure_finalizer
+from aitenant.reconcilers.status import StatusWriter
+from aitenant.reconcilers.watches import CLAIM_OWNER_INDEX
 from aitenant.resources import (
     AITenant,
     AITenantView,
@@ -76,11 +78,6 @@ log = logging.getLogger(__name__)
 Reason = contract.Reason
 REQUEUE_FAILED = 30.0
 REQUEUE_NAMESPACE_PENDING = 1.0
-
-WARNING_PHASES = {contract.PHASE_FAILED}
-WARNING_REASONS = {Reason.DELETION_BLOCKED}
-# Reasons announced by an Event of their own (upstream's AITenantCleanupForced).
-SILENT_REASONS = {Reason.CLEANUP_FORCED}
 
 Finalize = Callable[[AITenantView, "StatusWriter"], Awaitable[Result]]
 
@@ -148,77 +145,6 @@ def check_placement(tenant: AITenantView, settings: Settings) -> str:
     return tns
 
 
-class StatusWriter:
-    """Holds the status as last written and writes the whole status only when it differs.
-
-    Emits an Event for every change of (phase, Ready reason) (docs/differences.md D8).
-    """
-
-    def __init__(
-        self,
-        client: AsyncClient,
-        events: EventRecorder,
-        obj: Obj,
-        generation: int,
-        remember: Callable[[Obj], None],
-    ) -> None:
-        self.client = client
-        self.events = events
-        self.remember = remember
-        self.obj = obj
-        self.generation = generation
-        self.written: Status = conditions.snapshot(obj.get("status") or {})
-        self.status: Status = conditions.snapshot(self.written)
-
-    def set_phase(self, phase: str, reason: str, message: str) -> None:
-        conditions.set_phase(self.status, phase, reason, message, self.generation)
-
-    def rebase(self, obj: Obj) -> None:
-        """The AITenant was written (not its status) during the pass: continue from that copy."""
-        self.obj = obj
-        self.remember(obj)
-        self.generation = int(obj["metadata"].get("generation", self.generation))
-
-    async def _replace_status(self, body: Obj) -> Obj:
-        meta = body["metadata"]
-        updated = await self.client.replace(
-            AITenant.Status.from_dict(body),  # pyright: ignore[reportArgumentType]
-            meta["name"],
-            namespace=meta["namespace"],
-        )
-        return dict(updated)
-
-    async def flush(self) -> bool:
-        if self.status == self.written:
-            return False
-        body = dict(self.obj)
-        body["status"] = self.status
-        meta = self.obj["metadata"]
-        try:
-            updated = await self._replace_status(body)
-        except ApiError as exc:
-            if not is_conflict(exc):
-                raise
-            # Our cached copy was stale (often our own previous write not yet seen by the
-            # informer). The whole status is ours, so write it over the latest object.
-            latest = dict(
-                await self.client.get(AITenant, meta["name"], namespace=meta["namespace"])
-            )
-            latest["status"] = self.status
-            updated = await self._replace_status(latest)
-        before = (self.written.get("phase"), conditions.ready_reason(self.written))
-        after = (self.status.get("phase"), conditions.ready_reason(self.status))
-        self.obj = updated
-        self.remember(updated)
-        self.written = conditions.snapshot(self.status)
-        if after != before and after[1] is not None and after[1] not in SILENT_REASONS:
-            phase, reason = after
-            type_ = "Warning" if phase in WARNING_PHASES or reason in WARNING_REASONS else "Normal"
-            cond = conditions.find_condition(self.status, contract.CONDITION_READY) or {}
-            await self.events.record(self.obj, type_, str(reason), cond.get("message", ""))
-        return True
-
-
 @dataclass
 class TenantContext:
     """What one pass derived about the tenant it reconciles."""
@@ -271,13 +197,11 @@ class AITenantReconciler:
         if tenant.deleting:
             if contract.AITENANT_FINALIZER not in tenant.finalizers:
                 return Done()
-            status = StatusWriter(
-                self.client, self.events, cached, tenant.generation, self.remember
-            )
+            status = self.status_writer(cached, tenant.generation)
             return await self.finalize(tenant, status)
         obj = await self.ensure_finalizer(tenant)
         tenant = AITenantView(obj)
-        status = StatusWriter(self.client, self.events, obj, tenant.generation, self.remember)
+        status = self.status_writer(obj, tenant.generation)
         try:
             result = await self._reconcile_live(tenant, status)
         except StepFailed as failure:
@@ -326,23 +250,16 @@ class AITenantReconciler:
         await status.flush()
         return Done()
 
+    def status_writer(self, obj: Obj, generation: int) -> StatusWriter:
+        return StatusWriter(
+            self.client, AITenant, obj, generation, self.remember, events=self.events
+        )
+
     # -- steps ---------------------------------------------------------------------------------
     async def ensure_finalizer(self, tenant: AITenantView) -> Obj:
-        if contract.AITENANT_FINALIZER in tenant.finalizers:
-            return tenant.obj
-        patch = {
-            "metadata": {
-                "finalizers": [*tenant.finalizers, contract.AITENANT_FINALIZER],
-                "resourceVersion": tenant.obj["metadata"]["resourceVersion"],
-            }
-        }
-        updated = dict(
-            await self.client.patch(
-                AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
-            )
+        return await ensure_finalizer(
+            self.client, AITenant, tenant.obj, contract.AITENANT_FINALIZER, self.remember
         )
-        self.remember(updated)
-        return updated
 
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
@@ -836,22 +753,6 @@ class AITenantReconciler:
                 )
             except ApiError as exc:
                 raise failed("patch", exc) from None
-
-
-CLAIM_OWNER_INDEX = "claim-owner"
-
-
-def claim_owner_names(obj: Obj) -> list[str]:
-    """Index of claim ConfigMaps: every AITenant name ``claim_owned_by`` may find in one (its
-    controller ownerReference, its owner annotation)."""
-    meta = obj.get("metadata") or {}
-    names = {
-        ref.get("name")
-        for ref in meta.get("ownerReferences") or []
-        if ref.get("controller") and ref.get("kind") == "AITenant"
-    }
-    names.add((meta.get("annotations") or {}).get(contract.ANNOTATION_AITENANT_NAME))
-    return sorted(name for name in names if name)
 
 
 def claim_owned_by(meta: ObjectMeta, tenant: AITenantView) -> bool:

@@ -35,16 +35,13 @@ from lightkube.types import PatchType
 
 from aitenant import contract, naming
 from aitenant.errors import StepFailed, api_message, is_not_found
+from aitenant.platform import kinds
 from aitenant.reconcilers import conditions, infra_labels, ownership
-from aitenant.reconcilers.aitenant import (
-    StatusWriter,
-    TenantContext,
-    check_placement,
-    claim_owned_by,
-)
+from aitenant.reconcilers.aitenant import TenantContext, check_placement, claim_owned_by
 from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
-from aitenant.resources import AITenant, AITenantView, GatewayAuthPolicy, MaasTenantConfig
+from aitenant.reconcilers.status import StatusWriter
+from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
 from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder
 from aitenant.settings import Settings, format_duration
@@ -53,7 +50,6 @@ log = logging.getLogger(__name__)
 
 Reason = contract.Reason
 REQUEUE_CONFIG_CLEANUP = 5.0
-DEFAULT_GATEWAY_AUTH_POLICY = "maas-gateway-auth"
 
 
 class DeletionBlocked(Exception):
@@ -62,10 +58,6 @@ class DeletionBlocked(Exception):
 
 def parse_time(value: str) -> dt.datetime:
     return dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def gateway_auth_policy_name(tenant: AITenantView, gateway_name: str) -> str:
-    return DEFAULT_GATEWAY_AUTH_POLICY if tenant.is_default else f"{gateway_name}-maas-auth"
 
 
 class TenantFinalizer:
@@ -256,10 +248,12 @@ class TenantFinalizer:
             ) from None
 
     async def delete_gateway_auth_policy(self, ctx: TenantContext) -> None:
-        name = gateway_auth_policy_name(ctx.tenant, ctx.gateway_name)
+        name = naming.gateway_auth_policy_name(ctx.tenant.name, ctx.gateway_name)
         try:
             policy = dict(
-                await self.client.get(GatewayAuthPolicy, name, namespace=ctx.gateway_namespace)
+                await self.client.get(
+                    kinds.AUTH_POLICY.resource, name, namespace=ctx.gateway_namespace
+                )
             )
         except ApiError as exc:
             if is_not_found(exc):
@@ -269,7 +263,9 @@ class TenantFinalizer:
         if annotations.get(contract.ANNOTATION_OPENDATAHUB_MANAGED) == contract.UNMANAGED_VALUE:
             return
         try:
-            await self.client.delete(GatewayAuthPolicy, name, namespace=ctx.gateway_namespace)
+            await self.client.delete(
+                kinds.AUTH_POLICY.resource, name, namespace=ctx.gateway_namespace
+            )
         except ApiError as exc:
             if not is_not_found(exc):
                 raise

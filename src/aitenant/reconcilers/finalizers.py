@@ -1,13 +1,42 @@
-"""Removing one of our finalizers without clobbering anyone else's."""
+"""Adding and removing one of our finalizers without clobbering anyone else's."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant.errors import is_not_found
+
+
+async def ensure_finalizer(
+    client: AsyncClient,
+    resource: Any,
+    obj: dict[str, Any],
+    finalizer: str,
+    remember: Callable[[dict[str, Any]], None],
+) -> dict[str, Any]:
+    """``obj`` with ``finalizer`` appended (merge patch guarded by its resourceVersion), or
+    ``obj`` itself when it already has it. The updated copy is handed to ``remember``."""
+    meta = obj["metadata"]
+    finalizers = list(meta.get("finalizers") or [])
+    if finalizer in finalizers:
+        return obj
+    patch = {
+        "metadata": {
+            "finalizers": [*finalizers, finalizer],
+            "resourceVersion": meta["resourceVersion"],
+        }
+    }
+    updated = dict(
+        await client.patch(
+            resource, meta["name"], patch, namespace=meta["namespace"], patch_type=PatchType.MERGE
+        )
+    )
+    remember(updated)
+    return updated
 
 
 async def drop_finalizer(

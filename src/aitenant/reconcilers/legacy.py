@@ -80,10 +80,11 @@ def platform_context_patch(
       non-default tenant never inherits the shared default Gateway (``--gateway-name``);
     * a legacy ``gatewayRef.namespace`` other than ``--gateway-namespace`` stops the migration
       (MigrationError) before anything is copied: the AITenant cannot choose its namespace;
-    * so does a value the AITenant's own rules would refuse (e.g. an OIDC ``ttl`` under 30,
-      which a Tenant stored under an older, laxer schema can hold), whether or not the AITenant
-      already has its own: nothing is copied, rather than a migration that stops halfway (the
-      API server would refuse to mark such an object migrated anyway).
+    * so does a value the AITenant's own rules would refuse (e.g. an OIDC ``ttl`` under
+      ``spec_rules.OIDC_TTL_MIN``, which a Tenant stored under an older, laxer schema can
+      hold), whether or not the AITenant already has its own: nothing is copied, rather than a
+      migration that stops halfway (the API server would refuse to mark such an object
+      migrated anyway).
     """
     legacy_meta = _meta(legacy)
     legacy_ns, legacy_name = legacy_gateway(legacy)

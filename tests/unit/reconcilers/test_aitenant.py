@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from aitenant import contract
-from aitenant.reconcilers.aitenant import AITenantReconciler, StatusWriter
+from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder

@@ -8,10 +8,10 @@ from typing import Any
 import httpx
 
 from aitenant import contract
-from aitenant.reconcilers.aitenant import StatusWriter
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.revocation import KeyRevoker
-from aitenant.resources import AITenantView
+from aitenant.reconcilers.status import StatusWriter
+from aitenant.resources import AITenant, AITenantView
 from aitenant.runtime.controller import Done, RequeueAfter, Retry
 from aitenant.runtime.events import EventRecorder
 from aitenant.settings import Settings
@@ -58,7 +58,7 @@ async def finalize(
         revoker=revoker,
         now=lambda: DELETED_AT + dt.timedelta(minutes=minutes),
     )
-    status = StatusWriter(client, events, obj, 1, lambda _obj: None)
+    status = StatusWriter(client, AITenant, obj, 1, lambda _obj: None, events=events)
     return await finalizer(AITenantView(obj), status)
 
 

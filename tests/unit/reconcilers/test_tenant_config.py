@@ -13,19 +13,18 @@ from lightkube import AsyncClient
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform import certs
+from aitenant.platform.cache import PlatformCache
+from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.render import Telemetry
 from aitenant.reconcilers.tenant_config import (
     TenantConfigReconciler,
-    config_changed,
     deployment_available,
-    owner_index_key,
-    platform_context_changed,
     replicas_for,
     telemetry_of,
     tenant_identity,
-    tracked_config_key,
 )
 from aitenant.runtime.controller import Key
+from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
 
@@ -104,52 +103,23 @@ def test_replicas_from_the_annotation() -> None:
             replicas_for(config(annotations={annotation: bad}), 1)
 
 
-def test_platform_context_changed() -> None:
-    base = {"metadata": {}, "spec": {}, "status": {"phase": "Pending"}}
-    assert platform_context_changed(None, base)
-    assert not platform_context_changed(base, {**base, "status": {"phase": "Active"}})
-    with_ref = {**base, "status": {"gatewayRef": {"name": "gw", "namespace": "gws"}}}
-    assert platform_context_changed(base, with_ref)
-    # spec.oidc goes to the Gateway AuthPolicy, which the MaaSAuthPolicy controller owns.
-    with_oidc = {**base, "spec": {"oidc": {"issuerUrl": "https://x", "clientId": "c"}}}
-    assert not platform_context_changed(base, with_oidc)
+def make_reconciler(settings: Settings) -> TenantConfigReconciler:
+    """A reconciler for its pure steps: no request is ever made."""
+    client = cast(AsyncClient, object())
 
+    async def no_fetch(path: str) -> Any:
+        raise AssertionError(f"unexpected discovery request {path}")
 
-def test_config_changed_ignores_status_only_updates() -> None:
-    old = config()
-    new = {**config(), "status": {"phase": "Active"}}
-    new["metadata"]["resourceVersion"] = "9"
-    assert not config_changed(old, new)
-    assert config_changed(None, new)
-    spec_edit = config()
-    spec_edit["metadata"]["generation"] = 2
-    assert config_changed(old, spec_edit)
-    relabelled = config(labels={"x": "y"})
-    assert config_changed(old, relabelled)
-
-
-def test_keys_from_owner_annotations_and_tracking_labels() -> None:
-    owned = config(
-        annotations={
-            contract.ANNOTATION_AITENANT_NAME: "red",
-            contract.ANNOTATION_AITENANT_NAMESPACE: "ai-tenants",
-        }
+    return TenantConfigReconciler(
+        client=client,
+        settings=settings,
+        get_config=lambda _ns, _n: None,
+        get_tenant=lambda _ns, _n: None,
+        remember=lambda _obj: None,
+        reads=CachedReads(client),
+        discovery=ApiDiscovery(no_fetch),
+        cache=PlatformCache(client, infra_namespace="infra", gateway_namespace="gateways"),
     )
-    assert owner_index_key(owned) == ["ai-tenants/red"]
-    assert owner_index_key(config()) == []
-    # Only default-tenant belongs to an AITenant, whatever another config's annotations say.
-    assert owner_index_key({**owned, "metadata": {**owned["metadata"], "name": "extra"}}) == []
-    platform_object = {
-        "metadata": {
-            "labels": {
-                contract.LABEL_TENANT_NAME: "red",
-                contract.LABEL_TENANT_NAMESPACE: "ai-tenant-red",
-            }
-        }
-    }
-    key = tracked_config_key(platform_object)
-    assert key == ("ai-tenant-red", "default-tenant")
-    assert tracked_config_key({"metadata": {"labels": {}}}) is None
 
 
 def test_serving_certificate_is_issued_once_and_kept(tmp_path: Path) -> None:
@@ -160,9 +130,7 @@ def test_serving_certificate_is_issued_once_and_kept(tmp_path: Path) -> None:
     settings = Settings(
         maas_api_ca_file=cert_file, maas_api_ca_key_file=key_file, infra_namespace="infra"
     )
-    reconciler = TenantConfigReconciler(
-        client=cast(AsyncClient, object()), settings=settings, get_config=lambda _ns, _n: None
-    )
+    reconciler = make_reconciler(settings)
     first = reconciler.serving_cert(None, "maas-api-red")
     # The cache has not seen the Secret yet: the same certificate, not a second one.
     assert reconciler.serving_cert(None, "maas-api-red") == first
@@ -226,9 +194,7 @@ def test_telemetry_refuses_what_is_not_a_switch(telemetry: Any, message: str) ->
 def test_user_metrics_privacy_warning_once_per_generation(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    reconciler = TenantConfigReconciler(
-        client=cast(AsyncClient, object()), settings=Settings(), get_config=lambda _ns, _n: None
-    )
+    reconciler = make_reconciler(Settings())
     key = Key("ai-tenant-red", "default-tenant")
     with caplog.at_level(logging.WARNING, logger="aitenant.reconcilers.tenant_config"):
         for generation in (1, 1, 2):

@@ -1,0 +1,105 @@
+"""Finding a tenant's platform objects (by their tracking labels) and pruning those no longer
+rendered; the config's cleanup deletes what ``TrackedObjects.find`` returns.
+
+From the platform cache when it is synced (no request unless something is deleted); else by
+listing every kind in every place of ``kinds.platform_scopes``, which pruning does only when the
+rendered set changed since the last pass of this process. CronJobs, which the cache does not
+hold, are read by name (their name never changes, so pruning never needs them).
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from aitenant.platform import kinds
+from aitenant.platform.apply import Applier
+from aitenant.platform.cache import PlatformCache
+from aitenant.platform.render import Ref, names_for, tracking_labels
+from aitenant.resources import Obj, labels_of
+from aitenant.runtime.controller import Key
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Tenant:
+    """Who a config belongs to, as far as the platform needs to know."""
+
+    name: str
+    namespace: str  # the tenant namespace (the config's own)
+
+    @property
+    def selector(self) -> dict[str, str]:
+        return tracking_labels(self.name, self.namespace)
+
+
+class TrackedObjects:
+    def __init__(
+        self,
+        applier: Applier,
+        cache: PlatformCache,
+        *,
+        infra_namespace: str,
+        default_gateway_name: str,
+    ) -> None:
+        self.applier = applier
+        self.cache = cache
+        self.infra_namespace = infra_namespace
+        self.default_gateway_name = default_gateway_name
+        # What each config rendered on its last successful pass in this process: without a
+        # synced cache, pruning (one LIST per kind) is needed only when this changes.
+        self._rendered: dict[Key, frozenset[Ref]] = {}
+
+    def forget(self, key: Key) -> None:
+        """The config is gone or its last apply failed: list again on its next prune."""
+        self._rendered.pop(key, None)
+
+    async def find(
+        self,
+        tenant: Tenant,
+        cronjob: kinds.Kind,
+        gateway_namespace: str,
+        *,
+        cronjob_by_name: bool = True,
+    ) -> list[tuple[kinds.Kind, Obj]]:
+        """Every platform object of the tenant: from the cache when it is synced (CronJobs,
+        which it does not hold, by name), else by listing each kind with the tracking labels."""
+        cached = self.cache.tracked(tenant.namespace, tenant.name)
+        if cached is None:
+            scopes = [
+                *kinds.platform_scopes(self.infra_namespace, gateway_namespace),
+                (cronjob, self.infra_namespace),
+            ]
+            found: list[tuple[kinds.Kind, Obj]] = []
+            for scope in scopes:
+                found.extend(
+                    (scope[0], obj)
+                    for obj in await self.applier.list_tracked(scope, tenant.selector)
+                )
+            return found
+        if not cronjob_by_name:
+            return cached
+        name = names_for(tenant.name, "", self.default_gateway_name).cleanup
+        obj = await self.applier.get(cronjob, name, self.infra_namespace)
+        if obj is not None and tenant.selector.items() <= labels_of(obj).items():
+            cached.append((cronjob, obj))
+        return cached
+
+    async def prune(
+        self,
+        key: Key,
+        tenant: Tenant,
+        refs: frozenset[Ref],
+        cronjob: kinds.Kind,
+        gateway_namespace: str,
+    ) -> None:
+        """Delete the tenant's objects that are no longer rendered."""
+        synced = self.cache.tracked(tenant.namespace, tenant.name) is not None
+        if not synced and self._rendered.get(key) == refs:
+            return
+        tracked = await self.find(tenant, cronjob, gateway_namespace, cronjob_by_name=False)
+        pruned = await self.applier.prune(tracked, set(refs))
+        if pruned:
+            log.info("maastenantconfig %s: pruned %s", key, ", ".join(pruned))
+        self._rendered[key] = refs

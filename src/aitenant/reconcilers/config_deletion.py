@@ -1,0 +1,98 @@
+"""MaasTenantConfig deletion: the tenant's cleanup (docs/contract.md §5.4).
+
+A deleting config in scope that carries ``maas.opendatahub.io/tenant-cleanup``, in order:
+
+1. ``delete_maas_resources``   every MaaSSubscription, then MaaSAuthPolicy, in its namespace is
+                               deleted and awaited (their own finalizers tear down what they
+                               made); requeue while any is left
+2. ``delete_platform``         every platform object with the tenant's tracking labels, in the
+                               infra namespace, the controller's gateway namespace and the
+                               cluster; requeue until all are gone
+3. ``remove_finalizer``
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lightkube import ApiError, AsyncClient
+
+from aitenant import contract
+from aitenant.errors import is_not_found
+from aitenant.platform import kinds
+from aitenant.platform.apply import Applier
+from aitenant.platform.discovery import ApiDiscovery
+from aitenant.platform.prune import Tenant, TrackedObjects
+from aitenant.reconcilers.finalizers import drop_finalizer
+from aitenant.resources import MaaSAuthPolicy, MaaSSubscription, MaasTenantConfig, Obj, labels_of
+from aitenant.runtime.controller import Done, Key, RequeueAfter, Result
+from aitenant.settings import Settings
+
+log = logging.getLogger(__name__)
+
+REQUEUE_WAIT_FOR_CRS = 2.0
+
+
+class ConfigCleanup:
+    def __init__(
+        self,
+        *,
+        client: AsyncClient,
+        settings: Settings,
+        applier: Applier,
+        tracked: TrackedObjects,
+        discovery: ApiDiscovery,
+    ) -> None:
+        self.client = client
+        self.settings = settings
+        self.applier = applier
+        self.tracked = tracked
+        self.discovery = discovery
+
+    async def __call__(self, key: Key, config: Obj) -> Result:
+        if contract.TENANT_CONFIG_FINALIZER not in (config["metadata"].get("finalizers") or []):
+            return Done()
+        if await self.delete_maas_resources(key.namespace):
+            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
+        if not await self.delete_platform(config):
+            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
+        await remove_finalizer(self.client, config)
+        self.tracked.forget(key)
+        log.info("maastenantconfig %s: tenant cleanup finished", key)
+        return Done()
+
+    async def delete_maas_resources(self, namespace: str) -> bool:
+        """Delete MaaSSubscriptions, then MaaSAuthPolicies; True while any still exist."""
+        remaining = False
+        for kind in (MaaSSubscription, MaaSAuthPolicy):
+            try:
+                items = [o async for o in self.client.list(kind, namespace=namespace)]
+            except ApiError as exc:
+                if is_not_found(exc):  # the kind is not installed: nothing to clean
+                    continue
+                raise
+            for item in items:
+                remaining = True
+                if item["metadata"].get("deletionTimestamp"):
+                    continue
+                try:
+                    await self.client.delete(kind, item["metadata"]["name"], namespace=namespace)
+                except ApiError as exc:
+                    if not is_not_found(exc):
+                        raise
+        return remaining
+
+    async def delete_platform(self, config: Obj) -> bool:
+        """Every platform object carrying the tenant's tracking labels; True once all are gone."""
+        name = labels_of(config).get(contract.LABEL_TENANT_NAME)
+        if not name:
+            return True  # never rendered anything
+        tenant = Tenant(name, config["metadata"]["namespace"])
+        cronjob = await self.discovery.cronjob_kind() or kinds.CRONJOB_V1
+        # Upstream deletes in the controller's gateway namespace too (docs/contract.md §5.4).
+        found = await self.tracked.find(tenant, cronjob, self.settings.gateway_namespace)
+        return await self.applier.delete_tracked(found)
+
+
+async def remove_finalizer(client: AsyncClient, config: Obj) -> None:
+    await drop_finalizer(client, MaasTenantConfig, config, contract.TENANT_CONFIG_FINALIZER)
