@@ -23,11 +23,11 @@ import urllib.request
 from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
+from tests.harness import samples
+from tests.harness.chaos import ControllerProcess, controller_args
+from tests.harness.cluster import LocalCluster, free_port
 
 from aitenant.resources import AITenant
-from aitenant.testing import samples
-from aitenant.testing.chaos import ControllerProcess, controller_args
-from aitenant.testing.cluster import LocalCluster, free_port
 
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"

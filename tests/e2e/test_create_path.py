@@ -15,7 +15,7 @@ from lightkube.types import PatchType
 from aitenant import contract, naming
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
 from aitenant.runtime.controller import Key
-from aitenant.testing import samples
+from tests.harness import samples
 
 from .conftest import (
     AITENANT_NS,

@@ -1,1 +1,3 @@
-"""Helpers for tests and the demo: a local control plane and samples. Not used in production."""
+"""The test harness: a local control plane, a fault proxy, chaos scenarios, a fake maas-api,
+sample objects and the demo. Used by tests/, benchmarks/ and `tox -e demo`; it lives outside
+`src/aitenant`, so neither the wheel nor the rock ships it."""
