@@ -20,12 +20,11 @@ from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
-
-from aitenant.testing import bench, samples
-from aitenant.testing.chaos import ControllerProcess, controller_args, run_scenario
-from aitenant.testing.cluster import ADMIN_TOKEN, LocalCluster
-from aitenant.testing.faults import FaultPlan, FaultProxy
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness import bench, samples
+from tests.harness.chaos import ControllerProcess, controller_args, run_scenario
+from tests.harness.cluster import ADMIN_TOKEN, LocalCluster
+from tests.harness.faults import FaultPlan, FaultProxy
+from tests.harness.maas_api import FakeMaasApi
 
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
 LOG_LINE = re.compile(r"^(\S+ \S+) \S+ aitenant\.reconcilers\.aitenant: aitenant (\S+):")

@@ -7,7 +7,7 @@
 The baseline is checked out into a temporary git worktree; each benchmark runs twice, one
 after the other, with the controller process started from the baseline's source tree and then
 from this one (the benchmark code, the local control plane and the load are the same). Each
-run writes its figures to a JSON file (``aitenant.testing.bench``); the table at the end puts
+run writes its figures to a JSON file (``tests.harness.bench``); the table at the end puts
 them side by side. Prints figures; never fails on a time.
 """
 
@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aitenant.testing.bench import CONTROLLER_SRC_ENV, FIGURES_ENV
+from tests.harness.bench import CONTROLLER_SRC_ENV, FIGURES_ENV
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent

@@ -35,11 +35,11 @@ from collections import Counter
 from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
+from tests.harness import bench, samples
+from tests.harness.chaos import ControllerProcess, controller_args
+from tests.harness.cluster import LocalCluster, User, free_port
 
 from aitenant.resources import AITenant
-from aitenant.testing import bench, samples
-from aitenant.testing.chaos import ControllerProcess, controller_args
-from aitenant.testing.cluster import LocalCluster, User, free_port
 
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"

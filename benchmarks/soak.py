@@ -20,13 +20,13 @@ import httpx
 import trustme
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from tests.harness import bench, samples
+from tests.harness.chaos import ControllerProcess, controller_args, wait_all
+from tests.harness.cluster import LocalCluster, free_port
+from tests.harness.maas_api import FakeMaasApi
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant.testing import bench, samples
-from aitenant.testing.chaos import ControllerProcess, controller_args, wait_all
-from aitenant.testing.cluster import LocalCluster, free_port
-from aitenant.testing.maas_api import FakeMaasApi
 from aitenant.webhook.config import render_webhook_configuration
 
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"

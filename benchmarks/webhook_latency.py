@@ -25,10 +25,10 @@ import httpx
 import trustme
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from tests.harness import bench, samples
+from tests.harness.cluster import LocalCluster, free_port
 
 from aitenant import contract
-from aitenant.testing import bench, samples
-from aitenant.testing.cluster import LocalCluster, free_port
 from aitenant.webhook.config import render_webhook_configuration
 
 AITENANT_NS = "ai-tenants"

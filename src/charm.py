@@ -38,6 +38,7 @@ from lightkube.types import PatchType
 from pydantic import ValidationError
 
 import charm_cos
+import charm_lightkube
 import charm_manifests
 import charm_pki
 from aitenant import cluster_manifests, contract
@@ -503,12 +504,8 @@ class AITenantCharm(ops.CharmBase):
 
     def _server_version(self) -> tuple[int, int]:
         """(major, minor) of the API server, which decides whether CRDs keep CEL rules."""
-        # lightkube has no call for /version; ask through its own HTTP client.
-        http = self._kube._client._client  # pyright: ignore[reportPrivateUsage]
         try:
-            response = http.get("/version")
-            response.raise_for_status()
-            return cluster_manifests.parse_server_version(response.json())
+            return cluster_manifests.parse_server_version(charm_lightkube.api_version(self._kube))
         except (httpx2.HTTPError, ValueError) as exc:
             raise ClusterStepError(f"cannot read the API server version: {exc}") from None
 
@@ -783,7 +780,7 @@ class AITenantCharm(ops.CharmBase):
     def _count_tenants(self) -> int | None:
         """AITenants in the cluster, for the status line; None when the API will not say."""
         try:
-            return count_objects(self._kube, AITENANT)
+            return charm_lightkube.count_objects(self._kube, AITENANT)
         except (ApiError, httpx2.HTTPError, OSError, ValueError) as exc:
             logger.debug("could not count AITenants: %s", exc)
             return None
@@ -873,21 +870,6 @@ class AITenantCharm(ops.CharmBase):
             ),
             ports=Ports(webhook=WEBHOOK_PORT, health=HEALTH_PORT, metrics=METRICS_PORT),
         )
-
-
-def count_objects(client: Client, res: Any, namespace: str = "*") -> int:
-    """Count objects with one single-item list: the first item plus remainingItemCount.
-
-    lightkube's ``list`` pages through every object; this asks for one and reads the count
-    the API server returns with the continue token.
-    """
-    generic = client._client  # lightkube exposes no list metadata; its request API does
-    request = generic.prepare_request("list", res=res, namespace=namespace, params={"limit": 1})
-    response = generic.send(generic.build_adapter_request(request))
-    generic.raise_for_status(response)
-    body = response.json()
-    remaining = (body.get("metadata") or {}).get("remainingItemCount") or 0
-    return len(body.get("items") or []) + int(remaining)
 
 
 def served_certificate(host: str, port: int, timeout: float = 2.0) -> str | None:

@@ -25,9 +25,10 @@ from ops import testing
 from ops._private.harness import _TestingPebbleClient  # pyright: ignore[reportPrivateUsage]
 
 import charm
-from aitenant.testing.cluster import free_port
+import charm_lightkube
 from charm import AITenantCharm
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
+from tests.harness.cluster import free_port
 
 T = TypeVar("T")
 ROOT = Path(__file__).resolve().parents[2]
@@ -70,7 +71,7 @@ class CharmThread:
         if self._harness is not None:
             client = self._harness.charm._client  # pyright: ignore[reportPrivateUsage]
             if client is not None:
-                client._client.close()  # lightkube's Client has no public close
+                charm_lightkube.close(client)
             self._harness.cleanup()
 
     @contextlib.asynccontextmanager

@@ -33,9 +33,9 @@ from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster, User, free_port
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster, User, free_port
+from tests.harness.maas_api import FakeMaasApi
 
 AITENANT_NS = "ai-tenants"
 # A static-token user named like the controller's service account (no token controller runs).

@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 from lightkube import AsyncClient
 
-from aitenant.testing.chaos import ControllerProcess, Report, controller_args, run_scenario
-from aitenant.testing.cluster import LocalCluster
-from aitenant.testing.faults import FaultPlan, FaultProxy
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness.chaos import ControllerProcess, Report, controller_args, run_scenario
+from tests.harness.cluster import LocalCluster
+from tests.harness.faults import FaultPlan, FaultProxy
+from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,

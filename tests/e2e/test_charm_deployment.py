@@ -59,9 +59,9 @@ import charm_manifests
 import charm_pki
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster, User, free_port
 from charm import AITenantCharm
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster, User, free_port
 
 from .charm_harness import APP, CharmThread, PlannedController, relate_maas_api
 from .conftest import eventually

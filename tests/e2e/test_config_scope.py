@@ -20,7 +20,7 @@ from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.resources import MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.controller import Key
-from aitenant.testing import samples
+from tests.harness import samples
 
 from .conftest import (
     INFRA_NS,

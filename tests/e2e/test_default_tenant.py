@@ -20,9 +20,9 @@ from lightkube.types import CascadeType
 
 from aitenant import contract
 from aitenant.resources import AITenant, Config, LegacyTenant, MaaSSubscription, MaasTenantConfig
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster
+from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,

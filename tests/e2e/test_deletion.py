@@ -22,8 +22,8 @@ from aitenant.resources import (
     MaasTenantConfig,
 )
 from aitenant.runtime.controller import Key, RequeueAfter
-from aitenant.testing.cluster import LocalCluster
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness.cluster import LocalCluster
+from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,

@@ -15,8 +15,8 @@ from lightkube import ApiError, AsyncClient
 from aitenant import contract
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.controller import Done, Key
-from aitenant.testing.cluster import LocalCluster
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness.cluster import LocalCluster
+from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,

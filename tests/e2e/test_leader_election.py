@@ -15,9 +15,9 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster
+from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,

@@ -14,7 +14,7 @@ from lightkube.types import PatchType
 from aitenant import contract
 from aitenant.resources import AITenant, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.controller import Key
-from aitenant.testing import samples
+from tests.harness import samples
 
 from .conftest import (
     AITENANT_NS,

@@ -22,9 +22,9 @@ from aitenant.platform import kinds
 from aitenant.reconcilers.tenant_config import TenantConfigReconciler
 from aitenant.resources import AITenant, MaasTenantConfig
 from aitenant.runtime.controller import Key, RequeueAfter
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster
+from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,

@@ -11,7 +11,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 from aitenant import cluster_manifests, contract
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
-from aitenant.testing import samples
+from tests.harness import samples
 
 from .conftest import AITENANT_NS, Names
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from aitenant.testing.cluster import LocalCluster
+from tests.harness.cluster import LocalCluster
 
 from .conftest import CONTROLLER_USER
 

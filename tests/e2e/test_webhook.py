@@ -15,9 +15,9 @@ from lightkube.types import PatchType
 
 from aitenant import contract
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster
 from aitenant.webhook.config import render_webhook_configuration
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster
 
 from .conftest import (
     AITENANT_NS,
@@ -387,7 +387,7 @@ async def test_certificate_rotation_under_admission_load_loses_nothing(
 async def test_webhook_down_blocks_creates(
     kube: AsyncClient, admission: WebhookTLS, unique: Names
 ) -> None:
-    from aitenant.testing.cluster import free_port
+    from tests.harness.cluster import free_port
 
     await register(kube, admission, port=free_port())  # nobody listens there
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import httpx2
-from lightkube import AsyncClient, KubeConfig
+from lightkube import AsyncClient, Client, KubeConfig
 
 SERVER = "https://api.test"
 CONFIG = KubeConfig.from_dict(
@@ -85,6 +85,10 @@ class ScriptedApi:
 
     def client(self) -> AsyncClient:
         return AsyncClient(CONFIG, transport=httpx2.MockTransport(self), field_manager="unit-tests")
+
+    def sync_client(self) -> Client:
+        """lightkube's synchronous client (the charm's) on this script."""
+        return Client(CONFIG, transport=httpx2.MockTransport(self), field_manager="unit-tests")
 
     def __call__(self, request: httpx2.Request) -> httpx2.Response:
         verb = verb_of(request)

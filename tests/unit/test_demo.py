@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from aitenant.testing import demo
+from tests.harness import demo
 
 
 def kubeconfig(tmp_path: Path) -> Path:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import shlex
+from dataclasses import dataclass
 from typing import Any
 from unittest.mock import MagicMock
 
@@ -49,16 +50,12 @@ def api_error(code: int, message: str = "boom") -> ApiError:
     return ApiError(request=request, response=httpx2.Response(code, json=body, request=request))
 
 
-def set_tenant_count(kube: MagicMock, *, items: int, remaining: int | None) -> None:
-    """Answer the charm's single-item AITenant list: ``items`` items, ``remaining`` more."""
-    body: dict[str, Any] = {
-        "kind": "AITenantList",
-        "metadata": {} if remaining is None else {"remainingItemCount": remaining},
-        "items": [{"metadata": {"name": f"t{i}"}} for i in range(items)],
-    }
-    request = httpx2.Request("GET", "https://kubernetes.default.svc/apis")
-    kube._client.send.return_value = httpx2.Response(200, json=body, request=request)
-    kube._client.raise_for_status.return_value = None
+@dataclass
+class PrivateCalls:
+    """The charm's calls into ``charm_lightkube`` (lightkube's private API), as mocks."""
+
+    version: MagicMock  # api_version(client) -> the /version document
+    count: MagicMock  # count_objects(client, res) -> how many objects
 
 
 def maas_api_databag(data: MaasApiAppData = DEFAULT_MAAS_API) -> dict[str, str]:
@@ -70,9 +67,12 @@ def maas_api_databag(data: MaasApiAppData = DEFAULT_MAAS_API) -> dict[str, str]:
 class CharmKit:
     """One Harness plus the verbs tests use to arrange a scenario."""
 
-    def __init__(self, harness: testing.Harness[AITenantCharm], kube: MagicMock):
+    def __init__(
+        self, harness: testing.Harness[AITenantCharm], kube: MagicMock, private: PrivateCalls
+    ):
         self.harness = harness
         self.kube = kube
+        self.private = private
 
     @property
     def charm(self) -> AITenantCharm:
@@ -142,8 +142,7 @@ class CharmKit:
 
     def server_version(self, major: str, minor: str) -> None:
         """Make the fake API server report another version on /version."""
-        http = self.kube._client._client
-        http.get.return_value.json.return_value = {"major": major, "minor": minor}
+        self.private.version.return_value = {"major": major, "minor": minor}
 
     def applied(self, kind: type) -> list[Any]:
         """Objects of ``kind`` passed to Client.apply, in order."""

@@ -7,31 +7,36 @@ from collections.abc import Iterator
 from unittest.mock import MagicMock, patch
 
 import pytest
-from charm_kit import APP, MODEL, SERVER_VERSION, CharmKit, api_error, set_tenant_count
+from charm_kit import APP, MODEL, SERVER_VERSION, CharmKit, PrivateCalls, api_error
 from ops import testing
 
 import charm
+import charm_lightkube
 from charm import AITenantCharm
 
 
 @pytest.fixture
 def kube() -> Iterator[MagicMock]:
-    """The lightkube Client the charm constructs: a trusted, empty cluster by default.
-
-    ``_client`` is lightkube's request layer, which the charm uses for the single-item list
-    that counts tenants; ``set_tenant_count`` arranges its answer.
-    """
+    """The lightkube Client the charm constructs: a trusted, empty cluster by default."""
     with patch.object(charm, "Client", autospec=True) as client_class:
         client = client_class.return_value
         client.list.side_effect = lambda *args, **kwargs: iter([])  # pyright: ignore[reportUnknownLambdaType]
         client.apply.side_effect = lambda obj, *args, **kwargs: obj  # pyright: ignore[reportUnknownLambdaType]
         client.get.side_effect = api_error(404, "not found")
-        # GET /version through lightkube's own HTTP client (it has no call for it).
-        http = MagicMock()
-        http.get.return_value.json.return_value = dict(SERVER_VERSION)
-        client._client = MagicMock(_client=http)
-        set_tenant_count(client, items=0, remaining=None)
         yield client
+
+
+@pytest.fixture
+def private() -> Iterator[PrivateCalls]:
+    """What the charm asks through lightkube's private API (``charm_lightkube``, tested at the
+    transport in test_charm_lightkube.py): a 1.20 API server with no AITenant by default."""
+    with (
+        patch.object(charm_lightkube, "api_version", autospec=True) as version,
+        patch.object(charm_lightkube, "count_objects", autospec=True) as count,
+    ):
+        version.return_value = dict(SERVER_VERSION)
+        count.return_value = 0
+        yield PrivateCalls(version=version, count=count)
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +48,7 @@ def served() -> Iterator[MagicMock]:
 
 @pytest.fixture
 def harness(
-    kube: MagicMock, monkeypatch: pytest.MonkeyPatch
+    kube: MagicMock, private: PrivateCalls, monkeypatch: pytest.MonkeyPatch
 ) -> Iterator[testing.Harness[AITenantCharm]]:
     """A begun Harness: leader unit 0 of `aitenant-k8s` in model `maas`, container reachable.
 
@@ -64,8 +69,10 @@ def harness(
 
 
 @pytest.fixture
-def kit(harness: testing.Harness[AITenantCharm], kube: MagicMock) -> CharmKit:
-    return CharmKit(harness, kube)
+def kit(
+    harness: testing.Harness[AITenantCharm], kube: MagicMock, private: PrivateCalls
+) -> CharmKit:
+    return CharmKit(harness, kube, private)
 
 
 @pytest.fixture

@@ -21,7 +21,7 @@ import trustme
 import yaml
 from aiohttp import web
 
-from aitenant.testing.maas_api import serve_loopback_tls
+from tests.harness.maas_api import serve_loopback_tls
 
 WRITE_METHODS = {"POST", "PUT", "PATCH", "DELETE"}
 # Hop-by-hop and length headers are recomputed by each side.

@@ -26,8 +26,8 @@ from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract
 from aitenant.resources import AITenant, MaasTenantConfig
-from aitenant.testing import bench, samples
-from aitenant.testing.maas_api import FakeMaasApi
+from tests.harness import bench, samples
+from tests.harness.maas_api import FakeMaasApi
 
 
 @dataclass

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[3]
+REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-control-plane.sh"
 DEFAULT_CACHE = Path(os.environ.get("AITENANT_CACHE", Path.home() / ".cache" / "aitenant-k8s"))
 ADMIN_TOKEN = "aitenant-local-admin"

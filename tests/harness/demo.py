@@ -31,8 +31,8 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant.testing import samples
-from aitenant.testing.cluster import LocalCluster, free_port, kube_bin_dir
+from tests.harness import samples
+from tests.harness.cluster import LocalCluster, free_port, kube_bin_dir
 
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"

@@ -25,9 +25,10 @@ from aitenant.resources import AITenant, Gateway
 
 log = logging.getLogger(__name__)
 
-MANIFESTS = Path(__file__).resolve().parents[1] / "manifests"
-REPO_ROOT = Path(__file__).resolve().parents[3]
-TEST_CRDS = REPO_ROOT / "tests" / "crds"
+# The shipped manifests (the charm applies the same ones), and the third-party CRDs the tests
+# and the demo install beside them.
+MANIFESTS = cluster_manifests.MANIFESTS
+TEST_CRDS = Path(__file__).resolve().parents[1] / "crds"
 
 
 async def server_version(client: AsyncClient) -> tuple[int, int]:

@@ -1,1 +1,0 @@
-"""Helpers for tests and the demo: a local control plane and samples. Not used in production."""
