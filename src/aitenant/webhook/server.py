@@ -91,28 +91,12 @@ def _log_outcome(
     )
 
 
-async def _validate(request: web.Request) -> web.Response:
-    state = request.app[_STATE]
-    body = await _read_capped(request, state.max_bytes)
-    if body is None:
-        document: dict[str, Any] = {
-            "error": f"AdmissionReview body exceeds {state.max_bytes} bytes"
-        }
-        status = 413
-    else:
-        started = time.perf_counter()
-        status, document = review(
-            body, policy=state.policy, index=state.index, max_bytes=state.max_bytes
-        )
-        if state.observe is not None:
-            state.observe(time.perf_counter() - started)
-    _log_outcome(request, status, document)
-    return web.json_response(document, status=status)
+Judge = Callable[["_WebhookState", bytes], tuple[int, dict[str, Any]]]
 
 
-def _singleton_handler(
-    singleton: contract.SingletonKind,
-) -> Callable[[web.Request], Awaitable[web.Response]]:
+def _handler(judge: Judge, kind: str) -> Callable[[web.Request], Awaitable[web.Response]]:
+    """One route: read the capped body, let ``judge`` decide, time it, log a refusal."""
+
     async def handle(request: web.Request) -> web.Response:
         state = request.app[_STATE]
         body = await _read_capped(request, state.max_bytes)
@@ -122,13 +106,25 @@ def _singleton_handler(
             }
             status = 413
         else:
-            status, document = review_singleton(
-                body, singleton=singleton, max_bytes=state.max_bytes
-            )
-        _log_outcome(request, status, document, singleton.kind)
+            started = time.perf_counter()
+            status, document = judge(state, body)
+            if state.observe is not None:
+                state.observe(time.perf_counter() - started)
+        _log_outcome(request, status, document, kind)
         return web.json_response(document, status=status)
 
     return handle
+
+
+def _judge_aitenant(state: _WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
+    return review(body, policy=state.policy, index=state.index, max_bytes=state.max_bytes)
+
+
+def _judge_singleton(singleton: contract.SingletonKind) -> Judge:
+    def judge(state: _WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
+        return review_singleton(body, singleton=singleton, max_bytes=state.max_bytes)
+
+    return judge
 
 
 def build_app(
@@ -148,9 +144,9 @@ def build_app(
     # client_max_size guards request.read(); the handler streams with its own cap instead.
     app = web.Application(client_max_size=max_bytes)
     app[_STATE] = _WebhookState(policy=policy, index=index, max_bytes=max_bytes, observe=observe)
-    app.router.add_post(contract.WEBHOOK_PATH, _validate)
+    app.router.add_post(contract.WEBHOOK_PATH, _handler(_judge_aitenant, "AITenant"))
     for singleton in contract.SINGLETON_KINDS:
-        app.router.add_post(singleton.path, _singleton_handler(singleton))
+        app.router.add_post(singleton.path, _handler(_judge_singleton(singleton), singleton.kind))
     return app
 
 
