@@ -129,6 +129,8 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     tenants = Informer(client, AITenant)
     metrics.track_phases(
         tenants.list,
+        metric="aitenant_tenants",
+        noun="AITenants",
         phases=(
             contract.PHASE_PENDING,
             contract.PHASE_ACTIVE,

@@ -67,14 +67,16 @@ class Metrics:
         self,
         objects: Callable[[], Iterable[Mapping[str, Any]]],
         *,
+        metric: str,
+        noun: str,
         phases: Iterable[str],
         steady: str,
     ) -> None:
-        """Export ``aitenant_tenants{phase}`` and the longest time any object spent outside
-        ``steady``, computed from ``objects`` (an informer's list) at each scrape."""
+        """Export ``<metric>{phase}`` and the longest time any object spent outside ``steady``,
+        computed from ``objects`` (an informer's list, of ``noun``) at each scrape."""
         if self._phases is not None:  # a rebuilt app (tests restart one) replaces the source
             self.registry.unregister(self._phases)
-        self._phases = PhaseCollector(objects, tuple(phases), steady)
+        self._phases = PhaseCollector(objects, tuple(phases), steady, metric=metric, noun=noun)
         self.registry.register(self._phases)
 
     def init_controller(self, name: str) -> None:
@@ -122,8 +124,13 @@ class PhaseCollector(Collector):
         objects: Callable[[], Iterable[Mapping[str, Any]]],
         phases: tuple[str, ...],
         steady: str,
+        *,
+        metric: str,
+        noun: str,
         now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.UTC),
     ) -> None:
+        self._metric = metric
+        self._noun = noun
         self._objects = objects
         self._phases = phases
         self._steady = steady
@@ -140,14 +147,15 @@ class PhaseCollector(Collector):
             if since is not None:
                 longest = max(longest, (now - since).total_seconds())
         by_phase = GaugeMetricFamily(
-            "aitenant_tenants", "AITenants by status.phase.", labels=["phase"]
+            self._metric, f"{self._noun} by status.phase.", labels=["phase"]
         )
         for phase, count in counts.items():
             by_phase.add_metric([phase], count)
         yield by_phase
         yield GaugeMetricFamily(
-            "aitenant_tenants_outside_active_longest_seconds",
-            "Longest time any AITenant has been outside Active (0 when all are Active).",
+            f"{self._metric}_outside_{self._steady.lower()}_longest_seconds",
+            f"Longest time any of the {self._noun} has been outside {self._steady} "
+            f"(0 when all are {self._steady}).",
             value=longest,
         )
 

@@ -33,9 +33,12 @@ def samples(metrics: Metrics) -> dict[tuple[str, tuple[tuple[str, str], ...]], f
     return out
 
 
+METRIC = "aitenant_tenants"
+
+
 def test_every_phase_is_exported_at_zero_before_any_tenant():
     metrics = Metrics()
-    metrics.track_phases(list, phases=PHASES, steady="Active")
+    metrics.track_phases(list, metric=METRIC, noun="AITenants", phases=PHASES, steady="Active")
     values = samples(metrics)
     for phase in PHASES:
         assert values[("aitenant_tenants", (("phase", phase),))] == 0
@@ -49,7 +52,9 @@ def test_counts_by_phase_and_longest_time_outside_active():
         tenant("Pending", "2026-01-01T11:50:00Z"),
         tenant(None, created="2026-01-01T11:55:00Z"),  # never reconciled: from creation
     ]
-    collector = PhaseCollector(lambda: objects, PHASES, "Active", now=lambda: NOW)
+    collector = PhaseCollector(
+        lambda: objects, PHASES, "Active", metric=METRIC, noun="AITenants", now=lambda: NOW
+    )
     families = {f.name: f for f in collector.collect()}
     by_phase = {s.labels["phase"]: s.value for s in families["aitenant_tenants"].samples}
     assert by_phase == {"Pending": 1, "Active": 1, "Failed": 1, "Terminating": 0, "Unknown": 1}
@@ -67,7 +72,11 @@ def test_an_active_tenant_has_not_left_active():
 def test_tracking_again_replaces_the_source():
     metrics = Metrics()
     metrics.track_phases(
-        lambda: [tenant("Failed", "2026-01-01T11:00:00Z")], phases=PHASES, steady="Active"
+        lambda: [tenant("Failed", "2026-01-01T11:00:00Z")],
+        metric=METRIC,
+        noun="AITenants",
+        phases=PHASES,
+        steady="Active",
     )
-    metrics.track_phases(list, phases=PHASES, steady="Active")
+    metrics.track_phases(list, metric=METRIC, noun="AITenants", phases=PHASES, steady="Active")
     assert samples(metrics)[("aitenant_tenants", (("phase", "Failed"),))] == 0
