@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lightkube import AsyncClient, KubeConfig
+from lightkube.config.client_adapter import verify_cluster
+from lightkube.core.exceptions import ConfigError
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.rbac_authorization_v1 import Role
 
@@ -52,11 +54,12 @@ from aitenant.runtime.controller import Controller, Key
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.informer import EventType, Handler, Informer, Obj
 from aitenant.runtime.leader import LeaderElector
-from aitenant.runtime.lightkube_private import http_client, wrap_transport
+from aitenant.runtime.lightkube_private import http_client
 from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.retry import RetryReads
+from aitenant.runtime.transport import AiohttpTransport
 from aitenant.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -68,16 +71,25 @@ log = logging.getLogger("aitenant")
 
 
 def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
-    config = KubeConfig.from_file(settings.kubeconfig) if settings.kubeconfig else None
-    client = AsyncClient(config, field_manager=contract.CONTROLLER_NAME)
-    instrument(client, metrics)
+    return connect(settings.kubeconfig, contract.CONTROLLER_NAME, metrics)
+
+
+def connect(kubeconfig: str | None, field_manager: str, metrics: Metrics) -> AsyncClient:
+    """A lightkube client for ``kubeconfig`` (None: in-cluster, or ``$KUBECONFIG``) whose
+    requests go through aiohttp (``runtime.transport``), retry transient answers to reads
+    (``runtime.retry``) and are counted by verb and code."""
+    config = (KubeConfig.from_file(kubeconfig) if kubeconfig else KubeConfig.from_env()).get()
+    if config is None or config.user is None:
+        raise ConfigError("the kubeconfig has no current context with a user")
+    tls = verify_cluster(config.cluster, config.user, config.abs_file)
+    transport = RetryReads(AiohttpTransport(tls), on_retry=metrics.api_read_retries.inc)
+    client = AsyncClient(config, field_manager=field_manager, transport=transport)
+    count_requests(client, metrics)
     return client
 
 
-def instrument(client: AsyncClient, metrics: Metrics) -> None:
-    """Count every API request by verb and code (lightkube exposes no hook, httpx does), and
-    retry transient answers to reads inside the client (``runtime.retry``)."""
-    wrap_transport(client, lambda inner: RetryReads(inner, on_retry=metrics.api_read_retries.inc))
+def count_requests(client: AsyncClient, metrics: Metrics) -> None:
+    """Count every API request by verb and code (lightkube exposes no hook, httpx does)."""
 
     async def on_response(response: Any) -> None:
         request = response.request

@@ -28,7 +28,7 @@ from lightkube.resources.rbac_authorization_v1 import (
 )
 
 from aitenant import cluster_manifests
-from aitenant.app import App, build_app, instrument
+from aitenant.app import App, build_app, connect
 from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
 from aitenant.runtime.metrics import Metrics
@@ -187,11 +187,9 @@ class RunningController:
         self._client: AsyncClient | None = None
 
     async def start(self) -> App:
-        self._client = AsyncClient(
-            KubeConfig.from_file(controller_kubeconfig(self.cluster)),
-            field_manager="aitenant-tests",
+        self._client = connect(
+            str(controller_kubeconfig(self.cluster)), "aitenant-tests", self.metrics
         )
-        instrument(self._client, self.metrics)
         app = build_app(self.settings, self._client, self.metrics)
         inner = app.aitenant_controller.reconcile
 

@@ -216,9 +216,6 @@ def _environment() -> jinja2.Environment:
     env.filters["to_json"] = lambda value: json.dumps(value)
     return env
 
-
-_ENV: Final = _environment()
-
 # No route-level AuthPolicy for maas-api: one would override, for that route, the defaults of
 # the Gateway AuthPolicy that the MaaSAuthPolicy controller fills (identity, the X-MaaS-*
 # headers, the subscription), so maas-api would see an empty subscription. A copy left by an
@@ -274,11 +271,24 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
     }
 
 
+# Renders kept, most recently used first: a tenant's config is reconciled several times while
+# it comes up (its own status, then its Deployment's), each time with the same inputs. Parsing
+# the YAML is most of a render's cost (about 8 ms); a kept render costs a JSON decode. Bounded,
+# so a controller with many tenants keeps a few MB at most (docs/design.md §7).
+RENDER_CACHE_SIZE: Final = 256
+
+
 def render(ctx: PlatformContext) -> list[Manifest]:
-    """The tenant's objects in apply order; RenderError if any would be invalid."""
+    """The tenant's objects in apply order; RenderError if any would be invalid. Each call
+    returns fresh objects: callers may change them."""
+    return [Manifest(json.loads(obj), create_only=only) for obj, only in _render_json(ctx)]
+
+
+@functools.lru_cache(maxsize=RENDER_CACHE_SIZE)
+def _render_json(ctx: PlatformContext) -> tuple[tuple[str, bool], ...]:
     variables = template_variables(ctx)
     labels = common_labels(ctx)
-    manifests: list[Manifest] = []
+    rendered: list[tuple[str, bool]] = []
     for filename, create_only in TEMPLATE_FILES:
         text = _environment().get_template(filename).render(variables)
         for doc in yaml.load_all(text, Loader=SAFE_LOADER):
@@ -288,8 +298,8 @@ def render(ctx: PlatformContext) -> list[Manifest]:
             meta["labels"] = {**labels, **(meta.get("labels") or {})}
             manifest = Manifest(doc, create_only=create_only)
             check_name(manifest)
-            manifests.append(manifest)
-    return manifests
+            rendered.append((json.dumps(doc, separators=(",", ":")), create_only))
+    return tuple(rendered)
 
 
 def name_limit(kind: kinds.Kind) -> int:

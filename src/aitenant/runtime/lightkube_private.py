@@ -1,12 +1,11 @@
 """The one module that reaches into lightkube's private API, checked against one version.
 
-lightkube has no public hook for four things we need; each is a small function here, so a
+lightkube has no public hook for three things we need; each is a small function here, so a
 lightkube upgrade is checked in one place (``tests/unit/runtime/test_lightkube_private.py``
 fails when the locked version is no longer ``VERIFIED_VERSION``; re-check every function
 below against the new release, then update it):
 
 * ``http_client``: the httpx client lightkube sends through (request counting, discovery);
-* ``wrap_transport``: put a transport around lightkube's own (in-client retries of reads);
 * ``resource_kind`` and ``resource_class``: a resource class's ``_api_info`` (its kind; a
   generic class built for a kind we know only at run time, with a status subresource);
 * ``delete_with_body``: a DELETE carrying a ``DeleteOptions`` body (lightkube sends none),
@@ -15,7 +14,6 @@ below against the new release, then update it):
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import httpx2
@@ -32,18 +30,10 @@ from lightkube.generic_resource import (
 # The lightkube release every function below was checked against (uv.lock pins it).
 VERIFIED_VERSION = "1.0.1"
 
-Transport = httpx2.AsyncBaseTransport
-
 
 def http_client(client: AsyncClient) -> httpx2.AsyncClient:
     """The httpx client behind ``client``: its base URL, authentication and TLS settings."""
     return client._client._client  # pyright: ignore[reportPrivateUsage]
-
-
-def wrap_transport(client: AsyncClient, wrap: Callable[[Transport], Transport]) -> None:
-    """Replace ``client``'s transport by ``wrap(transport)`` (before its first request)."""
-    http: Any = http_client(client)
-    http._transport = wrap(http._transport)
 
 
 def resource_kind(resource: Any) -> str:

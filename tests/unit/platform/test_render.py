@@ -451,3 +451,14 @@ def test_telemetry_labels_follow_each_switch(
     make_ctx: MakeContext, telemetry: Telemetry, expected: dict[str, str]
 ) -> None:
     assert telemetry_labels_of(make_ctx(telemetry=telemetry)) == expected
+
+
+def test_a_repeated_render_is_kept_but_each_call_gets_its_own_objects(
+    make_ctx: MakeContext,
+) -> None:
+    first = render(make_ctx())
+    first[0].obj["metadata"]["name"] = "changed by a caller"
+    second = render(make_ctx())  # equal inputs, another instance: the kept render
+    assert second[0].obj["metadata"]["name"] != "changed by a caller"
+    assert [m.obj for m in second] == [m.obj for m in render(make_ctx(replicas=1))]
+    assert [m.obj for m in render(make_ctx(replicas=3))] != [m.obj for m in second]

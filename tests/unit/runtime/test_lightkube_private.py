@@ -48,26 +48,6 @@ async def test_http_client_is_the_one_requests_go_through() -> None:
     assert api.requests() == [("GET", "/api/v1")]
 
 
-async def test_wrap_transport_sees_every_request_of_the_client() -> None:
-    api = ScriptedApi().on("GET", "/api/v1/namespaces/a", ok(namespace("a")))
-    client = api.client()
-    seen: list[str] = []
-
-    class Recording(httpx2.AsyncBaseTransport):
-        def __init__(self, inner: httpx2.AsyncBaseTransport) -> None:
-            self.inner = inner
-
-        async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-            seen.append(request.url.path)
-            return await self.inner.handle_async_request(request)
-
-    private.wrap_transport(client, Recording)
-    got = await client.get(Namespace, "a")
-    assert got.metadata is not None
-    assert got.metadata.name == "a"
-    assert seen == ["/api/v1/namespaces/a"]
-
-
 def test_resource_kind() -> None:
     assert private.resource_kind(Namespace) == "Namespace"
     assert private.resource_kind(LegacyTenant) == "Tenant"
