@@ -97,9 +97,17 @@ def api_by_verb(metrics: dict[str, float]) -> dict[str, float]:
     return totals
 
 
-def reconciles(metrics: dict[str, float]) -> float:
-    prefix = 'aitenant_reconcile_total{controller="aitenant"'
+def reconciles(metrics: dict[str, float], controller: str = "aitenant") -> float:
+    prefix = f'aitenant_reconcile_total{{controller="{controller}"'
     return sum(v for k, v in metrics.items() if k.startswith(prefix))
+
+
+def passes_by_controller(metrics: dict[str, float]) -> Counter[str]:
+    counts: Counter[str] = Counter()
+    for key, value in metrics.items():
+        if key.startswith("aitenant_reconcile_total{"):
+            counts[key.split('controller="', 1)[1].split('"', 1)[0]] += int(value)
+    return counts
 
 
 class Audit:
@@ -207,7 +215,8 @@ async def run(sequential: int, burst: int) -> None:
         simulator = samples.platform_readiness(client)
         try:
             controller.metrics()  # wait until it serves
-            before = api_by_verb(controller.metrics())
+            before_metrics = controller.metrics()
+            before = api_by_verb(before_metrics)
             audit.take()
 
             latencies = []
@@ -247,7 +256,8 @@ async def run(sequential: int, burst: int) -> None:
             )
             bench.record("burst_s", max(seen.values()) - started)
 
-            after = api_by_verb(controller.metrics())
+            after_metrics = controller.metrics()
+            after = api_by_verb(after_metrics)
             total = sequential + burst
             per_tenant = {
                 verb: (after.get(verb, 0) - before.get(verb, 0)) / total
@@ -256,6 +266,11 @@ async def run(sequential: int, burst: int) -> None:
             print(
                 "API requests per tenant: "
                 + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
+            )
+            passes = passes_by_controller(after_metrics) - passes_by_controller(before_metrics)
+            print(
+                "reconciles per tenant: "
+                + ", ".join(f"{name} {n / total:.1f}" for name, n in sorted(passes.items()))
             )
             await asyncio.sleep(2)  # the audit log is written asynchronously
             created = audit.take()

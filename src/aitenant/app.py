@@ -478,4 +478,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         level=settings.log_level.upper(),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    # httpx logs every request at info: thousands of lines per minute under load. Only at debug.
+    if logging.getLogger().level > logging.DEBUG:
+        logging.getLogger("httpx2").setLevel(logging.WARNING)
     raise SystemExit(asyncio.run(run(settings)))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -213,8 +214,68 @@ def _environment() -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["to_json"] = lambda value: json.dumps(value)
+
+    @jinja2.pass_context
+    def to_json(context: jinja2.runtime.Context, value: Any) -> str:
+        slots: list[Any] | None = context.get(SLOTS)
+        if slots is None:
+            return json.dumps(value)
+        slots.append(value)
+        return json.dumps(f"{SLOT_MARK}{len(slots) - 1}@@")
+
+    env.filters["to_json"] = to_json
     return env
+
+
+# How a render avoids parsing YAML for every tenant. Values enter a template only through
+# ``to_json``, as whole scalars (or whole maps and lists), so the text of a template rendered
+# with a numbered marker in place of each value is the same for every tenant whose template
+# takes the same branches: its "shape". Each shape is parsed once; the markers in the parsed
+# shape are then replaced by the values (never searched themselves, so a value may hold any
+# text). A marker inside a longer string (a template that pastes a value into other text)
+# falls back to parsing the real text; the unit tests check both ways give the same objects.
+SLOTS: Final = "__aitenant_slots"
+SLOT_MARK: Final = "@@aitenant-slot-"
+_SLOT: Final = re.compile(r"@@aitenant-slot-(\d+)@@")
+SHAPE_CACHE_SIZE: Final = 64
+
+
+class _EmbeddedValue(Exception):
+    """A value's marker is part of a longer string: the shape cannot be filled in."""
+
+
+@functools.lru_cache(maxsize=SHAPE_CACHE_SIZE)
+def _parsed_shape(text: str) -> tuple[Any, ...]:
+    """The documents of a shape; shared between renders, so never changed (``_fill`` copies)."""
+    return tuple(doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc)
+
+
+def _fill(node: Any, slots: list[Any]) -> Any:
+    if isinstance(node, str):
+        if SLOT_MARK not in node:
+            return node
+        if (match := _SLOT.fullmatch(node)) is None:
+            raise _EmbeddedValue
+        return slots[int(match.group(1))]
+    if isinstance(node, dict):
+        return {_fill(k, slots): _fill(v, slots) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_fill(v, slots) for v in node]
+    return node
+
+
+def documents(template: jinja2.Template, variables: dict[str, Any]) -> list[dict[str, Any]]:
+    """The non-empty documents ``template`` renders to with ``variables``."""
+    slots: list[Any] = []
+    shape = template.render({**variables, SLOTS: slots})
+    try:
+        return [_fill(doc, slots) for doc in _parsed_shape(shape)]
+    except _EmbeddedValue:
+        return parse_documents(template.render(variables))
+
+
+def parse_documents(text: str) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc]
 
 # No route-level AuthPolicy for maas-api: one would override, for that route, the defaults of
 # the Gateway AuthPolicy that the MaaSAuthPolicy controller fills (identity, the X-MaaS-*
@@ -272,9 +333,9 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
 
 
 # Renders kept, most recently used first: a tenant's config is reconciled several times while
-# it comes up (its own status, then its Deployment's), each time with the same inputs. Parsing
-# the YAML is most of a render's cost (about 8 ms); a kept render costs a JSON decode. Bounded,
-# so a controller with many tenants keeps a few MB at most (docs/design.md §7).
+# it comes up (its own status, then its Deployment's), each time with the same inputs. A kept
+# render costs a JSON decode. Bounded, so a controller with many tenants keeps a few MB at most
+# (docs/design.md §7).
 RENDER_CACHE_SIZE: Final = 256
 
 
@@ -290,10 +351,7 @@ def _render_json(ctx: PlatformContext) -> tuple[tuple[str, bool], ...]:
     labels = common_labels(ctx)
     rendered: list[tuple[str, bool]] = []
     for filename, create_only in TEMPLATE_FILES:
-        text = _environment().get_template(filename).render(variables)
-        for doc in yaml.load_all(text, Loader=SAFE_LOADER):
-            if not doc:
-                continue
+        for doc in documents(_environment().get_template(filename), variables):
             meta = doc.setdefault("metadata", {})
             meta["labels"] = {**labels, **(meta.get("labels") or {})}
             manifest = Manifest(doc, create_only=create_only)

@@ -8,12 +8,17 @@ from typing import Any
 
 import pytest
 
+from aitenant.platform import render as render_module
 from aitenant.platform.render import (
+    TEMPLATE_FILES,
     PlatformContext,
     RenderError,
     Telemetry,
+    documents,
     names_for,
+    parse_documents,
     render,
+    template_variables,
 )
 
 from .conftest import GATEWAY_NS, INFRA, MakeContext, default_tenant
@@ -462,3 +467,42 @@ def test_a_repeated_render_is_kept_but_each_call_gets_its_own_objects(
     assert second[0].obj["metadata"]["name"] != "changed by a caller"
     assert [m.obj for m in second] == [m.obj for m in render(make_ctx(replicas=1))]
     assert [m.obj for m in render(make_ctx(replicas=3))] != [m.obj for m in second]
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {},
+        {"tenant": "a", "tenant_namespace": "ai-tenant-a", "replicas": 3},
+        {"gateway_name": "shared-gw", "image": "registry.example/maas-api@sha256:" + "0" * 64},
+        {"telemetry": Telemetry()},
+        {"telemetry": Telemetry(organization=False, user=True, group=True, model_usage=False)},
+        {"max_expiration_days": 7, "authorino_namespaces": ("kuadrant-system",)},
+        {"cronjob_api_version": "batch/v1beta1"},
+    ],
+)
+def test_filling_a_parsed_shape_gives_what_parsing_the_rendered_text_gives(
+    make_ctx: MakeContext, overrides: dict[str, Any]
+) -> None:
+    own = {"tenant", "tenant_namespace", "gateway_name"}  # the default tenant's are fixed
+    default = default_tenant(make_ctx, **{k: v for k, v in overrides.items() if k not in own})
+    for ctx in (make_ctx(**overrides), default):
+        variables = template_variables(ctx)
+        for filename, _ in TEMPLATE_FILES:
+            template = render_module._environment().get_template(filename)
+            assert documents(template, variables) == parse_documents(
+                template.render(variables)
+            ), filename
+
+
+def test_a_value_pasted_into_longer_text_is_parsed_from_the_real_text() -> None:
+    template = render_module._environment().from_string(
+        "a: {{ x | to_json }}\nb: prefix-{{ x | to_json }}\n"
+    )
+    assert documents(template, {"x": "v"}) == [{"a": "v", "b": 'prefix-"v"'}]
+
+
+def test_a_value_that_looks_like_a_marker_is_kept_as_it_is() -> None:
+    template = render_module._environment().from_string("a: {{ x | to_json }}\n")
+    marker = "@@aitenant-slot-0@@"
+    assert documents(template, {"x": marker}) == [{"a": marker}]

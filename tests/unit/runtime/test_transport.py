@@ -1,0 +1,152 @@
+"""The aiohttp transport under httpx2, against a real HTTP server on loopback: what a request
+carries, what comes back (streamed, decoded), and which httpx2 error each failure becomes."""
+
+from __future__ import annotations
+
+import asyncio
+import gzip
+import socket
+import ssl
+from collections.abc import AsyncIterator
+
+import httpx2
+import pytest
+from aiohttp import web
+
+from aitenant.runtime.transport import AiohttpTransport
+
+
+async def echo(request: web.Request) -> web.Response:
+    body = await request.read()
+    return web.json_response(
+        {
+            "method": request.method,
+            "path": request.path_qs,
+            "authorization": request.headers.get("Authorization"),
+            "content_type": request.headers.get("Content-Type"),
+            "body": body.decode(),
+        },
+        status=201 if request.method == "POST" else 200,
+        headers={"X-Seen": "yes"},
+    )
+
+
+async def lines(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse()
+    await response.prepare(request)
+    for i in range(3):
+        await response.write(f'{{"n": {i}}}\n'.encode())
+        await asyncio.sleep(0.01)
+    await response.write_eof()
+    return response
+
+
+async def gzipped(_: web.Request) -> web.Response:
+    return web.Response(
+        body=gzip.compress(b'{"zipped": true}'),
+        headers={"Content-Encoding": "gzip", "Content-Type": "application/json"},
+    )
+
+
+async def slow(_: web.Request) -> web.Response:
+    await asyncio.sleep(2)
+    return web.Response(text="late")
+
+
+async def cut(request: web.Request) -> web.StreamResponse:
+    response = web.StreamResponse(headers={"Content-Length": "1000"})
+    await response.prepare(request)
+    await response.write(b'{"partial":')
+    assert request.transport is not None
+    request.transport.close()  # the connection drops before the promised body
+    return response
+
+
+@pytest.fixture
+async def server() -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_route("*", "/echo", echo)
+    app.router.add_get("/lines", lines)
+    app.router.add_get("/gzipped", gzipped)
+    app.router.add_get("/slow", slow)
+    app.router.add_get("/cut", cut)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = runner.addresses[0][1]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def http(server: str) -> AsyncIterator[httpx2.AsyncClient]:
+    transport = AiohttpTransport(ssl.create_default_context())
+    async with httpx2.AsyncClient(base_url=server, transport=transport, timeout=1.0) as client:
+        yield client
+
+
+async def test_a_request_arrives_as_sent_and_the_answer_comes_back(
+    http: httpx2.AsyncClient,
+) -> None:
+    response = await http.post(
+        "/echo?dryRun=All",
+        json={"a": 1},
+        headers={"Authorization": "Bearer t"},
+    )
+    assert response.status_code == 201
+    assert response.headers["X-Seen"] == "yes"
+    assert response.json() == {
+        "method": "POST",
+        "path": "/echo?dryRun=All",
+        "authorization": "Bearer t",
+        "content_type": "application/json",
+        "body": '{"a":1}',
+    }
+    assert response.request.method == "POST"
+
+
+async def test_a_body_streams_line_by_line(http: httpx2.AsyncClient) -> None:
+    async with http.stream("GET", "/lines") as response:
+        got = [line async for line in response.aiter_lines() if line]
+    assert got == ['{"n": 0}', '{"n": 1}', '{"n": 2}']
+
+
+async def test_a_compressed_body_is_decoded_once(http: httpx2.AsyncClient) -> None:
+    response = await http.get("/gzipped")
+    assert response.json() == {"zipped": True}
+
+
+async def test_a_slow_answer_is_a_read_timeout(server: str) -> None:
+    transport = AiohttpTransport(ssl.create_default_context())
+    async with httpx2.AsyncClient(base_url=server, transport=transport, timeout=0.2) as client:
+        with pytest.raises(httpx2.ReadTimeout):
+            await client.get("/slow")
+
+
+async def test_a_refused_connection_is_a_connect_error() -> None:
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    transport = AiohttpTransport(ssl.create_default_context())
+    async with httpx2.AsyncClient(transport=transport) as client:
+        with pytest.raises(httpx2.ConnectError):
+            await client.get(f"http://127.0.0.1:{port}/")
+
+
+async def test_a_body_cut_short_is_a_transport_error(http: httpx2.AsyncClient) -> None:
+    with pytest.raises(httpx2.TransportError):
+        await http.get("/cut")
+
+
+async def test_closing_ends_the_session_and_a_new_request_opens_another(
+    server: str,
+) -> None:
+    transport = AiohttpTransport(ssl.create_default_context())
+    client = httpx2.AsyncClient(base_url=server, transport=transport)
+    assert (await client.get("/echo")).status_code == 200
+    await transport.aclose()
+    assert (await client.get("/echo")).status_code == 200
+    await client.aclose()
