@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from lightkube.generic_resource import create_global_resource, create_namespaced_resource
-from pydantic import BaseModel, ConfigDict, Field
 
 from aitenant import contract
 
@@ -31,24 +30,6 @@ MaaSAuthPolicy = create_namespaced_resource(
 Obj = dict[str, Any]
 
 
-class GatewaySpec(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    name: str = ""
-
-
-class OIDCSpec(BaseModel):
-    model_config = ConfigDict(extra="ignore", populate_by_name=True)
-    issuer_url: str = Field(default="", alias="issuerUrl")
-    client_id: str = Field(default="", alias="clientId")
-    ttl: int | None = None
-
-
-class AITenantSpec(BaseModel):
-    model_config = ConfigDict(extra="ignore")
-    gateway: GatewaySpec | None = None
-    oidc: OIDCSpec | None = None
-
-
 class AITenantView:
     """Read-only typed access to an AITenant dict."""
 
@@ -62,7 +43,6 @@ class AITenantView:
         self.deleting: bool = bool(meta.get("deletionTimestamp"))
         self.finalizers: list[str] = list(meta.get("finalizers") or [])
         self.annotations: dict[str, str] = dict(meta.get("annotations") or {})
-        self.spec = AITenantSpec.model_validate(obj.get("spec") or {})
         self.status: Obj = dict(obj.get("status") or {})
 
     @property

@@ -335,8 +335,8 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
 # Renders kept, most recently used first: a tenant's config is reconciled several times while
 # it comes up (its own status, then its Deployment's), each time with the same inputs. A kept
 # render costs a JSON decode. Bounded, so a controller with many tenants keeps a few MB at most
-# (docs/design.md §7).
-RENDER_CACHE_SIZE: Final = 256
+# (docs/design.md §9.3).
+RENDER_CACHE_SIZE: Final = 128
 
 
 def render(ctx: PlatformContext) -> list[Manifest]:

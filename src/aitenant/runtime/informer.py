@@ -43,6 +43,7 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj | None, Obj], None]
 IndexFunc = Callable[[Obj], list[str]]
 Transform = Callable[[Obj], Obj]
+LIST_PAGE = 250  # objects per LIST request (the API server's continue tokens keep one snapshot)
 
 
 def plain(obj: Any) -> Obj:
@@ -209,35 +210,45 @@ class Informer:
             self._index_add(key, obj)
             if old is not None:
                 event = "MODIFIED"
+            written = self._written.get(key)
+            if written is not None and not is_newer(written, obj):
+                del self._written[key]  # caught up: no need to wait for a read to notice
         for handler in self._handlers:
             try:
                 handler(event, old, obj)
             except Exception:  # a handler bug must not kill the watch
                 log.exception("%s informer handler failed", self.kind)
 
-    def _replace_all(self, objs: list[Obj]) -> None:
-        seen = set()
-        for obj in objs:
-            key = object_key(obj)
-            seen.add(key)
-            old = self._stored(key)
-            rv = obj["metadata"].get("resourceVersion")
-            if old is None or old["metadata"].get("resourceVersion") != rv:
-                self._apply("MODIFIED" if old else "ADDED", obj)
+    def _merge(self, obj: Obj) -> ObjKey:
+        """One listed object: an event when it is new or changed since we last saw it."""
+        key = object_key(obj)
+        old = self._stored(key)
+        rv = obj["metadata"].get("resourceVersion")
+        if old is None or old["metadata"].get("resourceVersion") != rv:
+            self._apply("MODIFIED" if old else "ADDED", obj)
+        return key
+
+    def _drop_unlisted(self, seen: set[ObjKey]) -> None:
         for key in [k for k in self._store if k not in seen]:
             self._apply("DELETED", unpack(self._store[key]))
 
+    def _replace_all(self, objs: list[Obj]) -> None:
+        self._drop_unlisted({self._merge(obj) for obj in objs})
+
     async def _list(self) -> str:
+        """List in pages, each object stored as it arrives: a fresh process with a thousand
+        tenants never holds a whole kind as dicts at once (its peak memory, docs/design.md
+        §9.5)."""
         kwargs: dict[str, Any] = {"labels": self.labels, "fields": self.fields}
         if self.namespace is not None:
             kwargs["namespace"] = self.namespace
-        listing = self.client.list(self.resource, **kwargs)
-        objs = [self._keep(o) async for o in listing]
+        listing = self.client.list(self.resource, chunk_size=LIST_PAGE, **kwargs)
+        seen = {self._merge(self._keep(o)) async for o in listing}
         try:
             version = listing.resourceVersion
         except Exception:  # empty list before 1.x: resourceVersion only after iteration
             version = ""
-        self._replace_all(objs)
+        self._drop_unlisted(seen)
         return version
 
     async def run(self) -> None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -80,7 +81,13 @@ class Manager:
             group.create_task(self._lead())
 
     async def _lead(self) -> None:
+        started = time.monotonic()
         await self.wait_synced()
+        log.info(
+            "caches synced in %.2f s (%d objects); starting controllers",
+            time.monotonic() - started,
+            sum(len(i) for i in self.informers),
+        )
         async with asyncio.TaskGroup() as group:
             if self.elector is not None:
                 await self.elector.acquire()

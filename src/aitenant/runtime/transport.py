@@ -4,7 +4,7 @@ lightkube speaks httpx2 and accepts any httpx2 transport. Its default one (httpc
 spends about 2 ms of CPU per API request on this 2-core machine; aiohttp's C-accelerated client
 about 0.6 ms (measured with 1,000 GETs of a namespace, 20 in flight). The controller makes
 some 25 requests per new tenant and keeps a dozen watch streams open, so this is where most of
-its CPU went under a burst of creates (docs/design.md §7).
+its CPU went under a burst of creates (docs/design.md §9.2).
 
 The adapter is deliberately thin: the request lightkube built (URL, headers, body, timeouts) is
 sent as it is, the answer comes back as an httpx2 response whose body streams from aiohttp

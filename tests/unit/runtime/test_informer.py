@@ -9,9 +9,9 @@ from typing import Any
 from lightkube import AsyncClient
 
 from aitenant.resources import AITenant
-from aitenant.runtime.informer import Informer, as_dict, is_newer
+from aitenant.runtime.informer import LIST_PAGE, Informer, as_dict, is_newer
 
-from ..scripted_api import CONFIG, ScriptedApi, listing, status, stream
+from ..scripted_api import CONFIG, ScriptedApi, listing, ok, status, stream
 
 
 def tenant(name: str, rv: str, generation: int = 1) -> dict[str, Any]:
@@ -131,6 +131,14 @@ def test_a_remembered_write_is_served_until_the_watch_catches_up() -> None:
     assert informer._written == {}
 
 
+def test_a_remembered_write_is_dropped_when_the_watch_delivers_it_unread() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer._apply("ADDED", tenant("a", "10"))
+    informer.remember(tenant("a", "12"))
+    informer._apply("MODIFIED", tenant("a", "13"))  # nobody read "a" in between
+    assert informer._written == {}, "a thousand settled tenants hold no second copy"
+
+
 def test_remember_ignores_older_unknown_or_incomparable_copies() -> None:
     informer = Informer(AsyncClient(CONFIG), AITenant)
     informer.remember(tenant("ghost", "5"))  # not in the cache: its ADDED event will come
@@ -191,6 +199,30 @@ async def test_a_transform_and_a_field_selector_shape_what_is_kept() -> None:
     await run_until(informer, done)
     assert informer.get("ai-tenants", "a") == {"metadata": tenant("a", "5")["metadata"]}
     assert api.sent[0].params.get("fieldSelector") == "metadata.name=a"
+
+
+async def test_a_list_is_read_in_pages_of_one_snapshot() -> None:
+    first = ok(
+        {
+            "kind": "List",
+            "metadata": {"resourceVersion": "30", "continue": "page-2"},
+            "items": [tenant("a", "10"), tenant("b", "20")],
+        }
+    )
+    api = ScriptedApi().on("GET", PATH, first, listing([tenant("c", "30")], "30"))
+    api.on("WATCH", PATH, DONE)
+    informer = Informer(api.client(), AITenant)
+    task = asyncio.create_task(informer.run())
+    try:
+        await asyncio.wait_for(informer.synced.wait(), 5)
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert sorted(o["metadata"]["name"] for o in informer.list()) == ["a", "b", "c"]
+    lists = [s.params for s in api.sent if s.verb == "GET"]
+    assert [p.get("limit") for p in lists] == [str(LIST_PAGE)] * 2
+    assert [p.get("continue") for p in lists] == [None, "page-2"]
+    assert watch_versions(api)[0] == "30"
 
 
 NOT_SERVED = status(404, "NotFound", "no kind")
