@@ -27,7 +27,6 @@ from tests.harness.maas_api import FakeMaasApi
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant.webhook.config import render_webhook_configuration
 
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
 
@@ -156,7 +155,7 @@ async def run(tenants: int) -> None:
             await samples.wait_namespace(client, AITENANT_NS, 60)
             await wait_listening(webhook_port)
             await wait_listening(metrics_port)
-            vwc = render_webhook_configuration(
+            vwc = bench.webhook_configuration(
                 name="aitenant-soak", ca_bundle_pem=ca.cert_pem.bytes(), url=url
             )
             await client.apply(

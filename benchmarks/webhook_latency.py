@@ -29,7 +29,6 @@ from tests.harness import bench, samples
 from tests.harness.cluster import LocalCluster, free_port
 
 from aitenant import contract
-from aitenant.webhook.config import render_webhook_configuration
 
 AITENANT_NS = "ai-tenants"
 GATEWAY_NS = "gateways"
@@ -157,7 +156,7 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
                     f"{bucket_quantile(before, after, 0.99) * 1000:.2f} ms"
                 )
 
-            body = render_webhook_configuration(
+            body = bench.webhook_configuration(
                 name="aitenant-bench", ca_bundle_pem=ca.cert_pem.bytes(), url=url
             )
             vwc = cast(Any, ValidatingWebhookConfiguration.from_dict(body))

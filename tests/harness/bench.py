@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 FIGURES_ENV = "AITENANT_BENCH_FIGURES"
 CONTROLLER_SRC_ENV = "AITENANT_BENCH_CONTROLLER_SRC"
@@ -33,3 +36,24 @@ def controller_env() -> dict[str, str]:
     if not src:
         return {}
     return {"PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")])}
+
+
+def webhook_configuration(*, name: str, ca_bundle_pem: bytes, url: str) -> dict[str, Any]:
+    """The ValidatingWebhookConfiguration the controller under test serves, rendered by its own
+    source tree: a baseline's webhook server may not serve every path this checkout registers
+    (the singleton-name webhooks came later), and an unserved path fails every create."""
+    code = (
+        "import json, sys; from aitenant.webhook.config import render_webhook_configuration as r;"
+        " a = json.load(sys.stdin);"
+        " print(json.dumps(r(name=a['name'], ca_bundle_pem=a['ca'].encode(), url=a['url'])))"
+    )
+    request = json.dumps({"name": name, "ca": ca_bundle_pem.decode(), "url": url})
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        input=request,
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, **controller_env()},
+    )
+    return json.loads(done.stdout)
