@@ -12,6 +12,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lightkube import AsyncClient, KubeConfig
@@ -74,7 +75,7 @@ def make_client(settings: Settings, metrics: Metrics) -> AsyncClient:
     return connect(settings.kubeconfig, contract.CONTROLLER_NAME, metrics)
 
 
-def connect(kubeconfig: str | None, field_manager: str, metrics: Metrics) -> AsyncClient:
+def connect(kubeconfig: str | Path | None, field_manager: str, metrics: Metrics) -> AsyncClient:
     """A lightkube client for ``kubeconfig`` (None: in-cluster, or ``$KUBECONFIG``) whose
     requests go through aiohttp (``runtime.transport``), retry transient answers to reads
     (``runtime.retry``) and are counted by verb and code."""

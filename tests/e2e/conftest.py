@@ -187,9 +187,7 @@ class RunningController:
         self._client: AsyncClient | None = None
 
     async def start(self) -> App:
-        self._client = connect(
-            str(controller_kubeconfig(self.cluster)), "aitenant-tests", self.metrics
-        )
+        self._client = connect(controller_kubeconfig(self.cluster), "aitenant-tests", self.metrics)
         app = build_app(self.settings, self._client, self.metrics)
         inner = app.aitenant_controller.reconcile
 

@@ -277,6 +277,7 @@ def documents(template: jinja2.Template, variables: dict[str, Any]) -> list[dict
 def parse_documents(text: str) -> list[dict[str, Any]]:
     return [doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc]
 
+
 # No route-level AuthPolicy for maas-api: one would override, for that route, the defaults of
 # the Gateway AuthPolicy that the MaaSAuthPolicy controller fills (identity, the X-MaaS-*
 # headers, the subscription), so maas-api would see an empty subscription. A copy left by an

@@ -490,9 +490,9 @@ def test_filling_a_parsed_shape_gives_what_parsing_the_rendered_text_gives(
         variables = template_variables(ctx)
         for filename, _ in TEMPLATE_FILES:
             template = render_module._environment().get_template(filename)
-            assert documents(template, variables) == parse_documents(
-                template.render(variables)
-            ), filename
+            assert documents(template, variables) == parse_documents(template.render(variables)), (
+                filename
+            )
 
 
 def test_a_value_pasted_into_longer_text_is_parsed_from_the_real_text() -> None:
