@@ -135,11 +135,13 @@ async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
             if 1 in scenarios:
                 controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "c1.log", args)
                 controller.start()
-                report = await run_scenario(
-                    name="1 SIGKILL", controller=controller, tenants=tenants, prefix="kill",
-                    kill_interval=(2.0, 6.0), **common,
-                )  # fmt: skip
-                controller.stop()
+                try:
+                    report = await run_scenario(
+                        name="1 SIGKILL", controller=controller, tenants=tenants, prefix="kill",
+                        kill_interval=(2.0, 6.0), **common,
+                    )  # fmt: skip
+                finally:
+                    controller.stop()
                 print(report.line(), flush=True)
             if 2 in scenarios:
                 await faults_scenario(cluster, args, tenants, common)
@@ -148,11 +150,13 @@ async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
             if 4 in scenarios:
                 controller = ControllerProcess(cluster.kubeconfig, cluster.workdir / "c4.log", args)
                 controller.start()
-                report = await run_scenario(
-                    name=f"4 maas-api down {outage:.0f} s", controller=controller, tenants=20,
-                    prefix="outage", maas_api_outage=outage, **common,
-                )  # fmt: skip
-                controller.stop()
+                try:
+                    report = await run_scenario(
+                        name=f"4 maas-api down {outage:.0f} s", controller=controller,
+                        tenants=20, prefix="outage", maas_api_outage=outage, **common,
+                    )  # fmt: skip
+                finally:
+                    controller.stop()
                 print(report.line(), flush=True)
         finally:
             readiness.cancel()
