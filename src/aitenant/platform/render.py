@@ -247,7 +247,7 @@ class _EmbeddedValue(Exception):
 @functools.lru_cache(maxsize=SHAPE_CACHE_SIZE)
 def _parsed_shape(text: str) -> tuple[Any, ...]:
     """The documents of a shape; shared between renders, so never changed (``_fill`` copies)."""
-    return tuple(doc for doc in yaml.load_all(text, Loader=SAFE_LOADER) if doc)
+    return tuple(parse_documents(text))
 
 
 def _fill(node: Any, slots: list[Any]) -> Any:
