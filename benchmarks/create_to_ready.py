@@ -30,7 +30,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from collections import Counter
 from pathlib import Path
 
@@ -68,46 +67,19 @@ class Controller(ControllerProcess):
         )
 
     def metrics(self) -> dict[str, float]:
-        url = f"http://127.0.0.1:{self.metrics_port}/metrics"
         deadline = time.monotonic() + 120  # a loaded machine starts the process slowly
         while True:
             try:
-                with urllib.request.urlopen(url, timeout=5) as resp:
-                    text = resp.read().decode()
-                break
+                return bench.parse_metrics(bench.metrics_text(self.metrics_port))
             except OSError:
                 if time.monotonic() > deadline:
                     raise RuntimeError("metrics endpoint did not answer") from None
                 time.sleep(0.1)
-        values: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("#") or " " not in line:
-                continue
-            name, value = line.rsplit(" ", 1)
-            values[name] = float(value)
-        return values
 
 
-def api_by_verb(metrics: dict[str, float]) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for name, value in metrics.items():
-        if name.startswith("aitenant_api_requests_total{"):
-            verb = name.split('verb="')[1].split('"')[0]
-            totals[verb] = totals.get(verb, 0) + value
-    return totals
-
-
-def reconciles(metrics: dict[str, float], controller: str = "aitenant") -> float:
-    prefix = f'aitenant_reconcile_total{{controller="{controller}"'
-    return sum(v for k, v in metrics.items() if k.startswith(prefix))
-
-
-def passes_by_controller(metrics: dict[str, float]) -> Counter[str]:
-    counts: Counter[str] = Counter()
-    for key, value in metrics.items():
-        if key.startswith("aitenant_reconcile_total{"):
-            counts[key.split('controller="', 1)[1].split('"', 1)[0]] += int(value)
-    return counts
+def reconciles(metrics: dict[str, float]) -> int:
+    """AITenant reconcile passes finished."""
+    return bench.reconciles_by_controller(metrics)["aitenant"]
 
 
 class Audit:
@@ -216,7 +188,7 @@ async def run(sequential: int, burst: int) -> None:
         try:
             controller.metrics()  # wait until it serves
             before_metrics = controller.metrics()
-            before = api_by_verb(before_metrics)
+            before = bench.api_by_verb(before_metrics)
             audit.take()
 
             latencies = []
@@ -257,7 +229,7 @@ async def run(sequential: int, burst: int) -> None:
             bench.record("burst_s", max(seen.values()) - started)
 
             after_metrics = controller.metrics()
-            after = api_by_verb(after_metrics)
+            after = bench.api_by_verb(after_metrics)
             total = sequential + burst
             per_tenant = {
                 verb: (after.get(verb, 0) - before.get(verb, 0)) / total
@@ -267,7 +239,9 @@ async def run(sequential: int, burst: int) -> None:
                 "API requests per tenant: "
                 + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
             )
-            passes = passes_by_controller(after_metrics) - passes_by_controller(before_metrics)
+            passes = bench.reconciles_by_controller(after_metrics) - bench.reconciles_by_controller(
+                before_metrics
+            )
             print(
                 "reconciles per tenant: "
                 + ", ".join(f"{name} {n / total:.1f}" for name, n in sorted(passes.items()))
@@ -292,7 +266,7 @@ async def run(sequential: int, burst: int) -> None:
                 metrics = controller.metrics()
             await asyncio.sleep(1.0)
             metrics = controller.metrics()
-            verbs = api_by_verb(metrics)
+            verbs = bench.api_by_verb(metrics)
             writes = sum(verbs.get(v, 0) for v in WRITES)
             print(
                 f"resync of {total} Active tenants: {reconciles(metrics):.0f} reconciles, "

@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import ssl
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
@@ -38,28 +37,13 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def metrics_text(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        return resp.read().decode()
-
-
 def api_by_verb(port: int) -> dict[str, float]:
-    totals: dict[str, float] = {}
-    for line in metrics_text(port).splitlines():
-        if line.startswith("aitenant_api_requests_total{"):
-            verb = line.split('verb="')[1].split('"')[0]
-            totals[verb] = totals.get(verb, 0) + float(line.rsplit(" ", 1)[1])
-    return totals
+    return bench.api_by_verb(bench.parse_metrics(bench.metrics_text(port)))
 
 
-def reconciles(port: int, controller: str) -> float:
+def reconciles(port: int, controller: str) -> int:
     """Reconcile passes a controller has finished (any outcome)."""
-    prefix = f'aitenant_reconcile_total{{controller="{controller}"'
-    return sum(
-        float(line.rsplit(" ", 1)[1])
-        for line in metrics_text(port).splitlines()
-        if line.startswith(prefix)
-    )
+    return bench.reconciles_by_controller(bench.parse_metrics(bench.metrics_text(port)))[controller]
 
 
 def per_tenant(after: dict[str, float], before: dict[str, float], tenants: int) -> str:

@@ -17,7 +17,6 @@ import statistics
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 from typing import Any, cast
 
@@ -32,11 +31,6 @@ from aitenant import contract
 
 AITENANT_NS = "ai-tenants"
 GATEWAY_NS = "gateways"
-
-
-def scrape(port: int) -> str:
-    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
-        return resp.read().decode()
 
 
 def handler_buckets(text: str) -> list[tuple[float, float]]:
@@ -132,7 +126,7 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
         try:
             for _ in range(100):
                 try:
-                    scrape(metrics_port)
+                    bench.metrics_text(metrics_port)
                     break
                 except OSError:
                     await asyncio.sleep(0.2)
@@ -142,11 +136,11 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
                 created = size
                 await asyncio.sleep(3)  # let the informer see them
                 await fire(url, ca_file, 500, concurrency)  # warm up
-                before = handler_buckets(scrape(metrics_port))
+                before = handler_buckets(bench.metrics_text(metrics_port))
                 started = time.perf_counter()
                 latencies = await fire(url, ca_file, requests, concurrency)
                 elapsed = time.perf_counter() - started
-                after = handler_buckets(scrape(metrics_port))
+                after = handler_buckets(bench.metrics_text(metrics_port))
                 print(
                     f"{size} tenants cached: {requests} reviews by {concurrency} clients in "
                     f"{elapsed:.1f} s ({requests / elapsed:.0f}/s); client p50 "

@@ -13,6 +13,8 @@ import json
 import os
 import subprocess
 import sys
+import urllib.request
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -57,3 +59,39 @@ def webhook_configuration(*, name: str, ca_bundle_pem: bytes, url: str) -> dict[
         env={**os.environ, **controller_env()},
     )
     return json.loads(done.stdout)
+
+
+def metrics_text(port: int) -> str:
+    """The controller's /metrics page on loopback ``port``."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
+        return resp.read().decode()
+
+
+def parse_metrics(text: str) -> dict[str, float]:
+    """Sample (name with labels) → value, from a Prometheus text page."""
+    values: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("#") or " " not in line:
+            continue
+        name, value = line.rsplit(" ", 1)
+        values[name] = float(value)
+    return values
+
+
+def api_by_verb(metrics: dict[str, float]) -> dict[str, float]:
+    """Requests the controller sent, by verb (every HTTP code)."""
+    totals: dict[str, float] = {}
+    for name, value in metrics.items():
+        if name.startswith("aitenant_api_requests_total{"):
+            verb = name.split('verb="')[1].split('"')[0]
+            totals[verb] = totals.get(verb, 0) + value
+    return totals
+
+
+def reconciles_by_controller(metrics: dict[str, float]) -> Counter[str]:
+    """Reconcile passes finished (any outcome), by controller."""
+    counts: Counter[str] = Counter()
+    for name, value in metrics.items():
+        if name.startswith("aitenant_reconcile_total{"):
+            counts[name.split('controller="', 1)[1].split('"', 1)[0]] += int(value)
+    return counts
