@@ -47,7 +47,15 @@ LABELS = [
     ("chaos2_active_s", "chaos scenario 2, all Active (s)"),
     ("chaos2_restarts", "chaos scenario 2, controller restarts"),
     ("chaos2_leftovers", "chaos scenario 2, objects left behind"),
-    ("webhook_api_p99_ms", "webhook admission through the API server, p99 (ms)"),
+    (
+        "webhook_api_busy_p99_ms",
+        "create via the API server with the webhook, 1,000 reconciling, p99 (ms)",
+    ),
+    (
+        "webhook_api_p99_ms",
+        "create via the API server with the webhook, controller quiet, p99 (ms)",
+    ),
+    ("api_create_p99_ms", "the same creates without the webhook, p99 (ms)"),
     ("soak_webhook_direct_p99_ms", "soak: webhook p99, direct, at the end (ms)"),
 ]
 

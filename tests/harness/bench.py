@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.request
 from collections import Counter
 from pathlib import Path
@@ -95,3 +96,20 @@ def reconciles_by_controller(metrics: dict[str, float]) -> Counter[str]:
         if name.startswith("aitenant_reconcile_total{"):
             counts[name.split('controller="', 1)[1].split('"', 1)[0]] += int(value)
     return counts
+
+
+def wait_until_quiet(port: int, *, quiet_s: float = 3.0, timeout_s: float = 900.0) -> float:
+    """Block until the controller has sent no API request for ``quiet_s`` (its backlog is
+    worked off); returns the seconds waited. Raises TimeoutError after ``timeout_s``."""
+    started = time.monotonic()
+    last_total, last_change = -1.0, started
+    while True:
+        now = time.monotonic()
+        total = sum(api_by_verb(parse_metrics(metrics_text(port))).values())
+        if total != last_total:
+            last_total, last_change = total, now
+        elif now - last_change >= quiet_s:
+            return now - started
+        if now - started > timeout_s:
+            raise TimeoutError(f"controller still sending requests after {timeout_s:.0f} s")
+        time.sleep(0.5)
