@@ -60,6 +60,7 @@ from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.retry import RetryReads
+from aitenant.runtime.server_thread import ServerThread
 from aitenant.runtime.transport import AiohttpTransport
 from aitenant.settings import Settings, SettingsError, load_settings
 
@@ -410,11 +411,18 @@ async def import_off_loop(module: str) -> Any:
     return await asyncio.to_thread(importlib.import_module, module)
 
 
-async def start_webhook(settings: Settings, app: App) -> web.AppRunner:
-    """HTTPS admission webhook; its certificate is reloaded in place when the files change."""
+async def start_webhook(settings: Settings, app: App) -> ServerThread:
+    """The HTTPS admission webhook, on an event loop and thread of its own so that a review never
+    waits behind a reconcile (docs/design.md §9.7). Its certificate is reloaded in place when the
+    files change."""
+    return await ServerThread.start("admission-webhook", lambda: serve_webhook(settings, app))
+
+
+async def serve_webhook(settings: Settings, app: App) -> web.AppRunner:
+    """Runs on the webhook's own loop: importing the web framework there holds up nothing."""
     assert settings.webhook_cert_dir is not None
-    webhook_server = await import_off_loop("aitenant.webhook.server")
     from aitenant.runtime.tls import CertReloader
+    from aitenant.webhook import server as webhook_server
     from aitenant.webhook.validators import WebhookPolicy
 
     reloader = CertReloader(settings.webhook_cert_dir)
@@ -482,4 +490,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     # httpx logs every request at info: thousands of lines per minute under load. Only at debug.
     if logging.getLogger().level > logging.DEBUG:
         logging.getLogger("httpx2").setLevel(logging.WARNING)
+    # The webhook's thread waits for the interpreter lock at each step of a review; 1 ms
+    # instead of 5 lets it in sooner while reconciles run (docs/design.md §9.7).
+    sys.setswitchinterval(0.001)
     raise SystemExit(asyncio.run(run(settings)))

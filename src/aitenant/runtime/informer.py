@@ -27,6 +27,7 @@ import asyncio
 import json
 import logging
 import sys
+import threading
 from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Literal
@@ -127,6 +128,9 @@ class Informer:
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, defaultdict[str, set[ObjKey]]] = {}
+        # Indexes are also read from the webhook's thread (runtime/server_thread.py): a change
+        # of an object and of its index entries is one step for ``by_index``.
+        self._index_lock = threading.Lock()
         self.relists = 0
 
     # -- read side ---------------------------------------------------------------------------
@@ -160,19 +164,23 @@ class Informer:
         return len(self._store)
 
     def add_index(self, name: str, func: IndexFunc) -> None:
-        self._index_funcs[name] = func
-        index: defaultdict[str, set[ObjKey]] = defaultdict(set)
-        for key, packed in self._store.items():
-            for value in func(unpack(packed)):
-                index[value].add(key)
-        self._indexes[name] = index
+        with self._index_lock:
+            self._index_funcs[name] = func
+            index: defaultdict[str, set[ObjKey]] = defaultdict(set)
+            for key, packed in self._store.items():
+                for value in func(unpack(packed)):
+                    index[value].add(key)
+            self._indexes[name] = index
 
     def has_index(self, name: str) -> bool:
         return name in self._indexes
 
     def by_index(self, name: str, value: str) -> list[Obj]:
-        keys = self._indexes[name].get(value, ())
-        return [unpack(self._store[k]) for k in keys if k in self._store]
+        """Every cached object whose index ``name`` holds ``value``; safe from any thread."""
+        with self._index_lock:
+            keys = self._indexes[name].get(value, ())
+            packed = [self._store[k] for k in keys if k in self._store]
+        return [unpack(p) for p in packed]
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -200,14 +208,17 @@ class Informer:
     def _apply(self, event: EventType, obj: Obj) -> None:
         key = object_key(obj)
         old = self._stored(key)
-        if old is not None:
-            self._index_remove(key, old)
+        with self._index_lock:
+            if old is not None:
+                self._index_remove(key, old)
+            if event == "DELETED":
+                self._store.pop(key, None)
+            else:
+                self._store[key] = pack(obj)
+                self._index_add(key, obj)
         if event == "DELETED":
-            self._store.pop(key, None)
             self._written.pop(key, None)
         else:
-            self._store[key] = pack(obj)
-            self._index_add(key, obj)
             if old is not None:
                 event = "MODIFIED"
             written = self._written.get(key)

@@ -16,14 +16,12 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from aitenant.runtime.controller import Controller
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.leader import LeaderElector
-
-if TYPE_CHECKING:
-    from aiohttp import web
+from aitenant.runtime.server_thread import Server
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +35,10 @@ class Manager:
     controllers: list[Controller] = field(default_factory=list)
     leader_runnables: list[Runnable] = field(default_factory=list)
     runnables: list[Runnable] = field(default_factory=list)
-    servers: list[Callable[[], Awaitable[web.AppRunner]]] = field(default_factory=list)
+    servers: list[Callable[[], Awaitable[Server]]] = field(default_factory=list)
     elector: LeaderElector | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
-    _runners: list[web.AppRunner] = field(default_factory=list)
+    _runners: list[Server] = field(default_factory=list)
 
     def ready_problem(self) -> str | None:
         waiting = [i.kind for i in self.required_informers if not i.synced.is_set()]

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
+import threading
 from typing import Any
 
 from lightkube import AsyncClient
@@ -274,3 +276,32 @@ def test_every_read_hands_out_a_fresh_copy() -> None:
     assert informer.get("ai-tenants", "a") == tenant("a", "5")
     assert informer.by_index("gateway", "gw-a") == [tenant("a", "5")]
     assert informer.list() == [tenant("a", "5")]
+
+
+def test_an_index_read_from_another_thread_never_sees_half_an_update() -> None:
+    """The webhook's thread reads the gateway index while the watch updates the same tenant:
+    the old entry is removed and the new one added as one step (a switch between the two
+    would let a Gateway look free)."""
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    informer.add_index("gateway", lambda o: [o["spec"]["gateway"]["name"]])
+    informer._apply("ADDED", tenant("a", "1"))
+    stop = threading.Event()
+    seen: list[int] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            seen.append(len(informer.by_index("gateway", "gw-a")))
+
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can
+    reader = threading.Thread(target=read)
+    reader.start()
+    try:
+        for rv in range(2, 5000):
+            informer._apply("MODIFIED", tenant("a", str(rv)))
+    finally:
+        stop.set()
+        reader.join()
+        sys.setswitchinterval(interval)
+    assert len(seen) > 100, "the reader ran alongside the updates"
+    assert set(seen) == {1}
