@@ -30,6 +30,21 @@ from aitenant.resources import AITenant
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
 
 
+def print_cache_sizes(metrics_port: int) -> None:
+    """The informers' caches, largest first: objects and packed JSON by kind and namespace."""
+    values = bench.parse_metrics(bench.metrics_text(metrics_port))
+    sizes = {
+        name.split("{", 1)[1]: value
+        for name, value in values.items()
+        if name.startswith("aitenant_informer_bytes{")
+    }
+    total = sum(sizes.values())
+    print(f"informer caches: {total / 1e6:.1f} MB of packed JSON in all; by kind:")
+    for labels, size in sorted(sizes.items(), key=lambda item: -item[1]):
+        count = values.get(f"aitenant_informer_objects{{{labels}", 0)
+        print(f"  {labels.rstrip('}')}: {count:.0f} objects, {size / 1e3:.0f} kB")
+
+
 def rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -163,6 +178,7 @@ async def run(tenants: int) -> None:
             print(f"{tenants} tenants Active after {time.monotonic() - t0:.0f} s", flush=True)
             bench.record("soak_active_s", time.monotonic() - t0)
             bench.record("soak_rss_active_mb", rss_mb(controller.proc.pid))
+            print_cache_sizes(metrics_port)
             p99_end = await webhook_p99(url, ca_file)
             bench.record("soak_webhook_direct_p99_ms", p99_end * 1000)
             created = api_by_verb(metrics_port)

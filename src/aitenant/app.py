@@ -299,6 +299,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             ),
         ],
     )
+    metrics.track_caches(lambda: manager.informers)
     app = App(
         settings,
         client,

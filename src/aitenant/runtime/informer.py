@@ -163,6 +163,10 @@ class Informer:
     def __len__(self) -> int:
         return len(self._store)
 
+    def stored_bytes(self) -> int:
+        """What the cached copies take as packed JSON (the bulk of the cache's memory)."""
+        return sum(map(len, self._store.values()))
+
     def add_index(self, name: str, func: IndexFunc) -> None:
         with self._index_lock:
             self._index_funcs[name] = func

@@ -8,19 +8,25 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
+if TYPE_CHECKING:
+    from aitenant.runtime.informer import Informer
+
 RESULTS = ("success", "requeue", "error")
+# An informer's namespace: "*" for every namespace, "" for a cluster-scoped kind.
+_CACHE_LABELS = ["kind", "namespace"]
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         self._phases: PhaseCollector | None = None
+        self._caches: CacheCollector | None = None
         self.reconcile_total = Counter(
             "aitenant_reconcile_total",
             "Reconciles by controller and result.",
@@ -78,6 +84,13 @@ class Metrics:
             self.registry.unregister(self._phases)
         self._phases = PhaseCollector(objects, tuple(phases), steady, metric=metric, noun=noun)
         self.registry.register(self._phases)
+
+    def track_caches(self, informers: Callable[[], Iterable[Informer]]) -> None:
+        """Export each informer's object count and packed size at each scrape."""
+        if self._caches is not None:  # a rebuilt app replaces the source, as above
+            self.registry.unregister(self._caches)
+        self._caches = CacheCollector(informers)
+        self.registry.register(self._caches)
 
     def init_controller(self, name: str) -> None:
         for result in RESULTS:
@@ -158,6 +171,33 @@ class PhaseCollector(Collector):
             f"(0 when all are {self._steady}).",
             value=longest,
         )
+
+    def describe(self) -> Iterator[Metric]:
+        return iter(())
+
+
+class CacheCollector(Collector):
+    """``aitenant_informer_objects`` and ``aitenant_informer_bytes`` by kind and namespace:
+    where the cache's memory goes (docs/design.md §9.5)."""
+
+    def __init__(self, informers: Callable[[], Iterable[Informer]]) -> None:
+        self._informers = informers
+
+    def collect(self) -> Iterator[Metric]:
+        objects = GaugeMetricFamily(
+            "aitenant_informer_objects", "Objects in an informer's cache.", labels=_CACHE_LABELS
+        )
+        size = GaugeMetricFamily(
+            "aitenant_informer_bytes",
+            "Bytes of packed JSON in an informer's cache.",
+            labels=_CACHE_LABELS,
+        )
+        for informer in self._informers():
+            labels = [informer.kind, informer.namespace or ""]
+            objects.add_metric(labels, len(informer))
+            size.add_metric(labels, informer.stored_bytes())
+        yield objects
+        yield size
 
     def describe(self) -> Iterator[Metric]:
         return iter(())

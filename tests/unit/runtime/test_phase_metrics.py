@@ -1,13 +1,20 @@
-"""The tenants-by-phase gauges: zero-initialised, and the longest time outside Active."""
+"""The tenants-by-phase gauges (zero-initialised, the longest time outside Active) and the
+informer cache sizes."""
 
 from __future__ import annotations
 
 import datetime
 from typing import Any
 
+from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Namespace
 from prometheus_client.parser import text_string_to_metric_families
 
+from aitenant.resources import AITenant
+from aitenant.runtime.informer import Informer
 from aitenant.runtime.metrics import Metrics, PhaseCollector, left_steady_at
+
+from ..scripted_api import CONFIG
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 PHASES = ("Pending", "Active", "Failed", "Terminating")
@@ -80,3 +87,21 @@ def test_tracking_again_replaces_the_source():
     )
     metrics.track_phases(list, metric=METRIC, noun="AITenants", phases=PHASES, steady="Active")
     assert samples(metrics)[("aitenant_tenants", (("phase", "Failed"),))] == 0
+
+
+def test_each_informer_cache_reports_its_objects_and_packed_bytes():
+    tenants = Informer(AsyncClient(CONFIG), AITenant)
+    namespaces = Informer(AsyncClient(CONFIG), Namespace, namespace=None)
+    for name in ("a", "b"):
+        tenants._apply("ADDED", {"metadata": {"name": name, "namespace": "ai-tenants"}, "spec": {}})
+    metrics = Metrics()
+    informers = [tenants, namespaces]
+    metrics.track_caches(lambda: informers)
+    metrics.track_caches(lambda: informers)  # a rebuilt app replaces the source
+    got = samples(metrics)
+    tenant_labels = (("kind", "AITenant"), ("namespace", "*"))
+    assert got[("aitenant_informer_objects", tenant_labels)] == 2
+    assert got[("aitenant_informer_bytes", tenant_labels)] == tenants.stored_bytes() > 0
+    namespace_labels = (("kind", "Namespace"), ("namespace", ""))
+    assert got[("aitenant_informer_objects", namespace_labels)] == 0
+    assert got[("aitenant_informer_bytes", namespace_labels)] == 0
