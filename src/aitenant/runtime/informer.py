@@ -24,7 +24,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import sys
 import threading
@@ -32,9 +31,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Literal
 
+import msgspec
 from lightkube import ApiError, AsyncClient
 
-from aitenant.runtime.lightkube_private import resource_kind
+from aitenant.runtime.lightkube_private import dict_resource, resource_kind
 
 log = logging.getLogger(__name__)
 
@@ -63,12 +63,16 @@ def as_dict(obj: Any) -> Obj:
     return _shared(plain(obj))
 
 
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder()
+
+
 def pack(obj: Obj) -> bytes:
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode()
+    return _ENCODER.encode(obj)
 
 
 def unpack(data: bytes) -> Obj:
-    return json.loads(data)
+    return _DECODER.decode(data)
 
 
 SHARED_MAX = 64  # longer strings (certificates, long messages) are rarely repeated
@@ -114,6 +118,8 @@ class Informer:
     ) -> None:
         self.client = client
         self.resource = resource
+        # Listed and watched as dicts, the form kept: no typed model built and taken apart.
+        self._wire_resource = dict_resource(resource)
         self.kind: str = resource_kind(resource)
         self.namespace = namespace
         self.labels = labels
@@ -257,7 +263,7 @@ class Informer:
         kwargs: dict[str, Any] = {"labels": self.labels, "fields": self.fields}
         if self.namespace is not None:
             kwargs["namespace"] = self.namespace
-        listing = self.client.list(self.resource, chunk_size=LIST_PAGE, **kwargs)
+        listing = self.client.list(self._wire_resource, chunk_size=LIST_PAGE, **kwargs)
         seen = {self._merge(self._keep(o)) async for o in listing}
         try:
             version = listing.resourceVersion
@@ -285,7 +291,7 @@ class Informer:
                 }
                 if self.namespace is not None:
                     kwargs["namespace"] = self.namespace
-                async for event, obj in self.client.watch(self.resource, **kwargs):
+                async for event, obj in self.client.watch(self._wire_resource, **kwargs):
                     data = self._keep(obj)
                     version = data["metadata"].get("resourceVersion", version)
                     if event in ("ADDED", "MODIFIED", "DELETED"):

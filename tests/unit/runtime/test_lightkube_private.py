@@ -16,12 +16,13 @@ from typing import Any
 import httpx2
 import pytest
 from lightkube import ApiError
+from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Namespace
 
 from aitenant.resources import LegacyTenant
 from aitenant.runtime import lightkube_private as private
 
-from ..scripted_api import SERVER, ScriptedApi, ok, status
+from ..scripted_api import SERVER, ScriptedApi, listing, ok, status
 
 LOCK = Path(__file__).parents[3] / "uv.lock"
 
@@ -69,6 +70,27 @@ async def test_resource_class_talks_to_its_paths_and_status_subresource() -> Non
     api.on("GET", "/apis/example.com/v1/gadgets/g", ok({"metadata": {"name": "g"}}))
     await client.get(cluster, "g")
     assert api.requests()[-1] == ("GET", "/apis/example.com/v1/gadgets/g")
+
+
+async def test_dict_resource_lists_a_typed_kind_as_dicts_from_the_same_paths() -> None:
+    deployment = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": "d", "namespace": "ns"},
+        "spec": {"replicas": 2, "selector": {}, "template": {}},
+    }
+    api = ScriptedApi()
+    api.on("GET", "/apis/apps/v1/namespaces/ns/deployments", listing([deployment], "5"))
+    api.on("GET", "/api/v1/namespaces", listing([{"metadata": {"name": "n"}}], "6"))
+    client = api.client()
+    twin: Any = private.dict_resource(Deployment)
+    assert private.resource_kind(twin) == "Deployment"
+    listed = [o async for o in client.list(twin, namespace="ns")]
+    assert [type(o).__mro__[-2] for o in listed] == [dict], "a dict, no typed model"
+    assert dict(listed[0]) == deployment
+    namespaces: Any = private.dict_resource(Namespace)
+    assert [dict(o) async for o in client.list(namespaces)] == [{"metadata": {"name": "n"}}]
+    assert private.dict_resource(LegacyTenant) is LegacyTenant, "generic already"
 
 
 async def test_delete_with_body_sends_it_and_maps_errors_to_api_error() -> None:
