@@ -223,17 +223,15 @@ class Informer:
                 self._index_remove(key, old)
             if event == "DELETED":
                 self._store.pop(key, None)
+                self._written.pop(key, None)
             else:
                 self._store[key] = pack(obj)
                 self._index_add(key, obj)
-        if event == "DELETED":
-            self._written.pop(key, None)
-        else:
-            if old is not None:
-                event = "MODIFIED"
-            written = self._written.get(key)
-            if written is not None and not is_newer(written, obj):
-                del self._written[key]  # caught up: no need to wait for a read to notice
+                if old is not None:
+                    event = "MODIFIED"
+                written = self._written.get(key)
+                if written is not None and not is_newer(written, obj):
+                    del self._written[key]  # caught up: no need to wait for a read to notice
         for handler in self._handlers:
             try:
                 handler(event, old, obj)

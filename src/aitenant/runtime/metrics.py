@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import datetime
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -16,6 +16,8 @@ from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
     from aitenant.runtime.informer import Informer
+
+_C = TypeVar("_C", bound=Collector)
 
 RESULTS = ("success", "requeue", "error")
 # An informer's namespace: "*" for every namespace, "" for a cluster-scoped kind.
@@ -80,17 +82,21 @@ class Metrics:
     ) -> None:
         """Export ``<metric>{phase}`` and the longest time any object spent outside ``steady``,
         computed from ``objects`` (an informer's list, of ``noun``) at each scrape."""
-        if self._phases is not None:  # a rebuilt app (tests restart one) replaces the source
-            self.registry.unregister(self._phases)
-        self._phases = PhaseCollector(objects, tuple(phases), steady, metric=metric, noun=noun)
-        self.registry.register(self._phases)
+        self._phases = self._replace(
+            self._phases, PhaseCollector(objects, tuple(phases), steady, metric=metric, noun=noun)
+        )
 
     def track_caches(self, informers: Callable[[], Iterable[Informer]]) -> None:
         """Export each informer's object count and packed size at each scrape."""
-        if self._caches is not None:  # a rebuilt app replaces the source, as above
-            self.registry.unregister(self._caches)
-        self._caches = CacheCollector(informers)
-        self.registry.register(self._caches)
+        self._caches = self._replace(self._caches, CacheCollector(informers))
+
+    def _replace(self, old: _C | None, new: _C) -> _C:
+        """Register ``new`` in place of ``old``: a rebuilt app (tests restart one) replaces the
+        source of a scrape-time collector."""
+        if old is not None:
+            self.registry.unregister(old)
+        self.registry.register(new)
+        return new
 
     def init_controller(self, name: str) -> None:
         for result in RESULTS:

@@ -1,11 +1,12 @@
 """A server on an event loop of its own, in a thread: for the admission webhook, whose answer
 the API server waits for while a user waits for the API server.
 
-On the process's main loop a review waits behind whatever reconcile step is running and every
-callback queued before it; under a burst of tenants that is tens of milliseconds. On its own
-loop it waits only for the interpreter lock, which the main thread hands over within the switch
-interval (docs/design.md §9.7). What the server reads of the main loop's state must be safe to
-read from another thread (the informer's indexes take a lock for that).
+On the process's main loop a review waits behind whatever step is running (a reconcile, a list
+page being decoded) and every callback queued before it. On its own loop it waits only for the
+interpreter lock, which the main thread hands over within the switch interval (docs/design.md
+§9.7 has the figures; on a quiet controller the difference is a millisecond or two). What the
+server reads of the main loop's state must be safe to read from another thread (the informer's
+indexes take a lock for that).
 
     thread = await ServerThread.start("webhook", start_webhook_server)
     ...
