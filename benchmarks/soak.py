@@ -69,22 +69,6 @@ def per_tenant(after: dict[str, float], before: dict[str, float], tenants: int) 
     )
 
 
-async def wait_listening(port: int, timeout: float = 120) -> None:
-    """Until something accepts connections on loopback ``port`` (the servers start after the
-    controller's first requests)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.1)
-        else:
-            writer.close()
-            return
-
-
 async def webhook_p99(url: str, ca_file: Path, n: int = 400) -> float:
     ctx = ssl.create_default_context(cafile=str(ca_file))
     latencies = []
@@ -152,8 +136,8 @@ async def run(tenants: int) -> None:
         url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
         try:
             await samples.wait_namespace(client, AITENANT_NS, 60)
-            await wait_listening(webhook_port)
-            await wait_listening(metrics_port)
+            await bench.wait_listening(webhook_port)
+            await bench.wait_listening(metrics_port)
             vwc = bench.webhook_configuration(
                 name="aitenant-soak", ca_bundle_pem=ca.cert_pem.bytes(), url=url
             )

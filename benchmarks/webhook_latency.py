@@ -179,12 +179,8 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
         )  # fmt: skip
         url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
         try:
-            for _ in range(100):
-                try:
-                    bench.metrics_text(metrics_port)
-                    break
-                except OSError:
-                    await asyncio.sleep(0.2)
+            await bench.wait_listening(metrics_port)
+            await bench.wait_listening(webhook_port)
             created = 0
             for size in (10, 1000):
                 await create_tenants(client, created, size)

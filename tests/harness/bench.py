@@ -5,10 +5,14 @@
 * ``controller_env``: the environment of a controller process; with
   ``AITENANT_BENCH_CONTROLLER_SRC`` set, the controller runs from that source tree (e.g. a
   worktree of the commit to compare with) while the benchmark itself runs from this one.
+* ``webhook_configuration``: the webhook configuration as the controller under test renders it.
+* ``wait_listening``, ``metrics_text``, ``parse_metrics``, ``api_by_verb``,
+  ``reconciles_by_controller`` and ``wait_until_quiet``: reading a running controller.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
@@ -60,6 +64,22 @@ def webhook_configuration(*, name: str, ca_bundle_pem: bytes, url: str) -> dict[
         env={**os.environ, **controller_env()},
     )
     return json.loads(done.stdout)
+
+
+async def wait_listening(port: int, timeout: float = 120) -> None:
+    """Until something accepts connections on loopback ``port`` (the servers start after the
+    controller's first requests)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            await asyncio.sleep(0.1)
+        else:
+            writer.close()
+            return
 
 
 def metrics_text(port: int) -> str:
