@@ -35,6 +35,7 @@ LABELS = [
     ("burst_s", "burst created at once, all Ready (s)"),
     ("requests_per_tenant", "API requests per new tenant"),
     ("resync_gets_per_tenant", "GETs per tenant on resync (fresh process)"),
+    ("resync_object_gets", "GETs of single objects on that resync, in all"),
     ("resync_writes", "writes on that resync"),
     ("peak_rss_mb", "controller peak RSS after the burst (MB)"),
     ("soak_peak_rss_mb", "controller peak RSS, soak (MB)"),

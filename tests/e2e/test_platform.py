@@ -280,6 +280,34 @@ async def test_unmanaged_object_is_kept_as_edited(
     assert after["spec"]["rules"] == [{"backendRefs": [{"name": "my-own-backend", "port": 8080}]}]
 
 
+async def test_a_gateway_auth_policy_made_before_the_tenant_is_left_as_it_is(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    # Create-only: the platform's cache sees it although it has none of our labels, so the
+    # tenant neither overwrites it nor asks the API server about it on every pass.
+    name = unique("prior")
+    policy = f"{name}-maas-auth"
+    theirs = {"targetRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": name}}
+    await kube.create(
+        kinds.AUTH_POLICY.resource(
+            {
+                "apiVersion": kinds.AUTH_POLICY.api_version,
+                "kind": "AuthPolicy",
+                "metadata": {"name": policy, "namespace": GATEWAY_NS},
+                "spec": theirs,
+            }
+        )
+    )
+    before = await get(kube, kinds.AUTH_POLICY, policy, GATEWAY_NS)
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    await reconcile_config(controller, name)
+    after = await get(kube, kinds.AUTH_POLICY, policy, GATEWAY_NS)
+    assert after["metadata"]["resourceVersion"] == before["metadata"]["resourceVersion"]
+    assert after["spec"] == theirs
+    assert ("AuthPolicy", GATEWAY_NS, policy) not in await platform_of(kube, name)
+
+
 async def test_telemetry_turned_off_prunes_the_telemetry_policy(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:

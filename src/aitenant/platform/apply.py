@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 
 # What a lookup answers when it does not know: read the object from the API.
 UNKNOWN: Any = object()
-# Manifest → its live copy, None when it does not exist, or UNKNOWN.
+# Manifest → its live copy, None when it does not exist, or UNKNOWN. None must be certain: a
+# create-only object may exist without our labels, and a lookup that would not see it answers
+# UNKNOWN.
 Lookup = Callable[[Manifest], Any]
 # Applied (all at once) before the rest: workloads mount or run as them.
 PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount"})
@@ -154,8 +156,7 @@ class Applier:
         self, manifest: Manifest, lookup: Lookup | None, report: ApplyReport
     ) -> None:
         live = lookup(manifest) if lookup is not None else UNKNOWN
-        # A create-only object may exist without our labels, so outside the caller's cache.
-        if live is UNKNOWN or (live is None and manifest.create_only):
+        if live is UNKNOWN:
             try:
                 live = await self.get(manifest.kind, manifest.name, manifest.namespace)
             except ApiError as exc:

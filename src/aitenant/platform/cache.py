@@ -11,6 +11,11 @@ caller reads from the API instead. CronJobs are cached in both API versions the 
 render (batch/v1, batch/v1beta1); a version the API server does not serve counts as synced and
 empty. ``tracked`` leaves them out: the CronJob's name never changes, so it is never pruned,
 and deletion reads it by name.
+
+AuthPolicies in the gateway namespace are cached without the selector: the Gateway AuthPolicy is
+create-only and may exist without our labels (the default tenant's shared one, one made before
+the tenant), and only a cache that sees every one can say it is missing, sparing a new tenant a
+GET before its create. The gateway namespace holds few AuthPolicies.
 """
 
 from __future__ import annotations
@@ -49,6 +54,8 @@ class PlatformCache:
             *kinds.platform_scopes(infra_namespace, gateway_namespace),
             *((kind, infra_namespace) for kind in kinds.CRONJOB_VERSIONS),
         ]
+        # Scopes cached whole, so that "not cached" means "does not exist" for any object.
+        self._complete: set[tuple[Kind, str | None]] = {(kinds.AUTH_POLICY, gateway_namespace)}
         self._informers: dict[tuple[Kind, str | None], Informer] = {}
         for kind, namespace in scopes:
             if (kind, namespace) in self._informers:  # infra and gateway namespace may be one
@@ -57,7 +64,7 @@ class PlatformCache:
                 client,
                 kind.resource,
                 namespace=namespace,
-                labels=selector,
+                labels=None if (kind, namespace) in self._complete else selector,
                 max_backoff=CRD_RETRY_MAX if "." in kind.group else 30.0,
                 optional=kind in kinds.CRONJOB_VERSIONS,
             )
@@ -78,10 +85,14 @@ class PlatformCache:
             return None
         return informer
 
-    def get(self, kind: Kind, namespace: str | None, name: str) -> Any:
-        """The cached object, None when it does not exist, UNKNOWN when not cached."""
+    def get(self, kind: Kind, namespace: str | None, name: str, *, unlabelled: bool = False) -> Any:
+        """The cached object, None when it does not exist, UNKNOWN when not cached.
+        ``unlabelled``: the object may exist without our labels (a create-only one), so only a
+        scope cached whole can say it does not exist."""
         informer = self._informer(kind, namespace)
         if informer is None:
+            return UNKNOWN
+        if unlabelled and (kind, namespace if kind.namespaced else None) not in self._complete:
             return UNKNOWN
         obj = informer.get(namespace or "" if kind.namespaced else "", name)
         if obj is None:

@@ -5,11 +5,14 @@ Kubernetes 1.20 serves only the latter; docs/differences.md D6) and whether the 
 needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy, ...) are installed, so a config can say
 ``DependencyMissing`` instead of failing on an apply. A group/version that is served is remembered
 for ``ttl_served`` seconds; one that is not is asked again after ``ttl_missing`` seconds, so a CRD
-installed later is noticed quickly.
+installed later is noticed quickly. Passes that ask for the same version while it is being
+fetched share that one request: a fresh process reconciles many tenants at once, and each would
+otherwise fetch the same document.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -57,6 +60,7 @@ class ApiDiscovery:
         self.ttl_missing = ttl_missing
         self.clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
+        self._fetching: dict[str, asyncio.Future[frozenset[str]]] = {}
 
     async def resources(self, api_version: str) -> frozenset[str]:
         """Plural names served under ``api_version`` (empty when the version is not served)."""
@@ -64,12 +68,26 @@ class ApiDiscovery:
         cached = self._cache.get(api_version)
         if cached is not None and now < cached[0]:
             return cached[1]
+        pending = self._fetching.get(api_version)
+        if pending is None:
+            pending = asyncio.ensure_future(self._fetch(api_version))
+            self._fetching[api_version] = pending
+            pending.add_done_callback(lambda done: self._fetched(api_version, done))
+        # shield: one waiter being cancelled must not cancel the fetch the others wait for.
+        return await asyncio.shield(pending)
+
+    def _fetched(self, api_version: str, done: asyncio.Future[frozenset[str]]) -> None:
+        self._fetching.pop(api_version, None)
+        if not done.cancelled():
+            done.exception()  # seen by the waiters; mark it retrieved should all have left
+
+    async def _fetch(self, api_version: str) -> frozenset[str]:
         doc = await self.fetch(discovery_path(api_version))
         names = frozenset(
             r["name"] for r in (doc or {}).get("resources") or [] if "/" not in r.get("name", "/")
         )
         ttl = self.ttl_served if names else self.ttl_missing
-        self._cache[api_version] = (now + ttl, names)
+        self._cache[api_version] = (self.clock() + ttl, names)
         return names
 
     async def serves(self, kind: Kind) -> bool:

@@ -461,7 +461,9 @@ class TenantConfigReconciler:
     # -- helpers -------------------------------------------------------------------------------
     def cached(self, manifest: Manifest) -> Any:
         """``Lookup`` for the applier: the informer's copy, or UNKNOWN (read the API)."""
-        return self.cache.get(manifest.kind, manifest.namespace, manifest.name)
+        return self.cache.get(
+            manifest.kind, manifest.namespace, manifest.name, unlabelled=manifest.create_only
+        )
 
     async def live(self, kind: kinds.Kind, namespace: str | None, name: str) -> Obj | None:
         """One platform object: from the cache when it knows, else from the API."""

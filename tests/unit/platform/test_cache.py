@@ -83,3 +83,20 @@ def test_answers_from_the_stores_once_synced() -> None:
         ("ClusterRoleBinding", "maas-api-red"),
         ("Deployment", "maas-api-red"),
     ]
+
+
+def test_only_the_gateway_namespace_auth_policies_answer_for_unlabelled_objects() -> None:
+    platform = cache()
+    unlabelled = {"metadata": {"name": "maas-gateway-auth", "namespace": GATEWAY_NS}}
+    fill(platform, {(kinds.AUTH_POLICY, GATEWAY_NS): [unlabelled]})
+    gateway_informer = platform._informers[(kinds.AUTH_POLICY, GATEWAY_NS)]  # pyright: ignore[reportPrivateUsage]
+    infra_informer = platform._informers[(kinds.AUTH_POLICY, INFRA)]  # pyright: ignore[reportPrivateUsage]
+    assert gateway_informer.labels is None  # every AuthPolicy there, ours or not
+    assert infra_informer.labels == {"app.kubernetes.io/managed-by": "aitenant-controller"}
+    assert platform.get(kinds.AUTH_POLICY, GATEWAY_NS, "maas-gateway-auth", unlabelled=True)
+    assert platform.get(kinds.AUTH_POLICY, GATEWAY_NS, "red-maas-auth", unlabelled=True) is None
+    # Elsewhere the cache sees only our labelled objects: it cannot say one is missing.
+    assert platform.get(kinds.AUTH_POLICY, INFRA, "red-maas-auth", unlabelled=True) is UNKNOWN
+    assert platform.get(kinds.AUTH_POLICY, INFRA, "red-maas-auth") is None
+    # An unlabelled object belongs to no tenant.
+    assert platform.tracked("ai-tenant-red", "red") == []

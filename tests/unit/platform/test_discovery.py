@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx2
@@ -96,3 +97,41 @@ async def test_http_fetch_answers_documents_none_for_404_and_raises_on_other_ans
     assert await fetch("/apis/gateway.networking.k8s.io/v1") is None
     with pytest.raises(httpx2.HTTPStatusError, match="503"):
         await fetch("/apis/example.com/v1")
+
+
+async def test_passes_asking_at_once_share_one_request() -> None:
+    server = FakeServer(KUBE_1_21)
+    release = asyncio.Event()
+    plain_fetch = server.fetch
+
+    async def slow_fetch(path: str) -> dict[str, Any] | None:
+        await release.wait()
+        return await plain_fetch(path)
+
+    discovery = ApiDiscovery(slow_fetch)
+    waiters = [asyncio.ensure_future(discovery.serves(kinds.CRONJOB_V1)) for _ in range(5)]
+    await asyncio.sleep(0)
+    waiters[0].cancel()  # one pass giving up must not fail the others
+    release.set()
+    assert await asyncio.gather(*waiters[1:]) == [True] * 4
+    assert server.requests == ["/apis/batch/v1"]
+
+
+async def test_a_failed_fetch_reaches_every_waiter_and_the_next_pass_asks_again() -> None:
+    calls = 0
+
+    async def failing_once(path: str) -> dict[str, Any] | None:
+        nonlocal calls
+        calls += 1
+        await asyncio.sleep(0)
+        if calls == 1:
+            raise httpx2.ConnectError("refused")
+        return {"resources": [{"name": "cronjobs"}]}
+
+    discovery = ApiDiscovery(failing_once)
+    outcomes = await asyncio.gather(
+        *(discovery.serves(kinds.CRONJOB_V1) for _ in range(3)), return_exceptions=True
+    )
+    assert all(isinstance(o, httpx2.ConnectError) for o in outcomes)
+    assert await discovery.serves(kinds.CRONJOB_V1)
+    assert calls == 2
