@@ -62,9 +62,42 @@ async def cut(request: web.Request) -> web.StreamResponse:
     return response
 
 
+HELD = web.AppKey("held", asyncio.Event)
+PEERS = web.AppKey("peers", set[int])
+
+
+async def hold(request: web.Request) -> web.StreamResponse:
+    """A watch-like stream: one line, then open until ``/release``."""
+    response = web.StreamResponse()
+    await response.prepare(request)
+    await response.write(b'{"type": "ADDED"}\n')
+    await asyncio.wait_for(request.app[HELD].wait(), 10)
+    await response.write_eof()
+    return response
+
+
+async def release(request: web.Request) -> web.Response:
+    request.app[HELD].set()
+    return web.Response(text="released")
+
+
+async def peer(request: web.Request) -> web.Response:
+    """Remembers which client connection (its port) the request came on; answers how many
+    connections it has seen so far."""
+    assert request.transport is not None
+    request.app[PEERS].add(request.transport.get_extra_info("peername")[1])
+    await asyncio.sleep(0.01)
+    return web.Response(text=str(len(request.app[PEERS])))
+
+
 @pytest.fixture
 async def server() -> AsyncIterator[str]:
     app = web.Application()
+    app[HELD] = asyncio.Event()
+    app[PEERS] = set()
+    app.router.add_get("/hold", hold)
+    app.router.add_get("/release", release)
+    app.router.add_get("/peer", peer)
     app.router.add_route("*", "/echo", echo)
     app.router.add_get("/lines", lines)
     app.router.add_get("/gzipped", gzipped)
@@ -150,3 +183,23 @@ async def test_closing_ends_the_session_and_a_new_request_opens_another(
     await transport.aclose()
     assert (await client.get("/echo")).status_code == 200
     await client.aclose()
+
+
+async def test_requests_share_the_capped_pool_and_watches_do_not_count_against_it(
+    server: str,
+) -> None:
+    transport = AiohttpTransport(ssl.create_default_context(), limit=1)
+    client = httpx2.AsyncClient(base_url=server, transport=transport, timeout=5.0)
+    async with (
+        asyncio.timeout(10),  # a watch waiting for the capped pool would wait for ever
+        client,
+        client.stream("GET", "/hold?watch=true") as first,
+        client.stream("GET", "/hold?watch=1") as second,
+    ):
+        # Both watches are open at once, beyond the cap of 1 ...
+        for watch in (first, second):
+            assert await anext(watch.aiter_lines()) == '{"type": "ADDED"}'
+        # ... and five requests at once still get through, all on the one connection.
+        answers = await asyncio.gather(*(client.get("/peer") for _ in range(5)))
+        assert [a.text for a in answers] == ["1"] * 5
+        assert (await client.get("/release")).text == "released"
