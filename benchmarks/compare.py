@@ -99,7 +99,10 @@ def run_one(script: list[str], controller_src: Path, figures: Path, log: Path) -
 
 def fmt(value: object) -> str:
     if isinstance(value, float):
-        return f"{value:.2f}" if abs(value) < 10 else f"{value:.0f}"
+        if abs(value) < 10:
+            return f"{value:.2f}"
+        # One decimal below 100, where a whole unit matters (e.g. requests per tenant).
+        return f"{value:.1f}" if abs(value) < 100 else f"{value:.0f}"
     return "-" if value is None else str(value)
 
 
