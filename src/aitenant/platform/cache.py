@@ -54,8 +54,8 @@ class PlatformCache:
             *kinds.platform_scopes(infra_namespace, gateway_namespace),
             *((kind, infra_namespace) for kind in kinds.CRONJOB_VERSIONS),
         ]
-        # Scopes cached whole, so that "not cached" means "does not exist" for any object.
-        self._complete: set[tuple[Kind, str | None]] = {(kinds.AUTH_POLICY, gateway_namespace)}
+        # The one scope cached whole (no selector), so "not cached" there means "does not exist".
+        whole = (kinds.AUTH_POLICY, gateway_namespace)
         self._informers: dict[tuple[Kind, str | None], Informer] = {}
         for kind, namespace in scopes:
             if (kind, namespace) in self._informers:  # infra and gateway namespace may be one
@@ -64,7 +64,7 @@ class PlatformCache:
                 client,
                 kind.resource,
                 namespace=namespace,
-                labels=None if (kind, namespace) in self._complete else selector,
+                labels=None if (kind, namespace) == whole else selector,
                 max_backoff=CRD_RETRY_MAX if "." in kind.group else 30.0,
                 optional=kind in kinds.CRONJOB_VERSIONS,
             )
@@ -92,7 +92,7 @@ class PlatformCache:
         informer = self._informer(kind, namespace)
         if informer is None:
             return UNKNOWN
-        if unlabelled and (kind, namespace if kind.namespaced else None) not in self._complete:
+        if unlabelled and informer.labels is not None:
             return UNKNOWN
         obj = informer.get(namespace or "" if kind.namespaced else "", name)
         if obj is None:
