@@ -61,7 +61,7 @@ from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.retry import RetryReads
 from aitenant.runtime.server_thread import ServerThread
-from aitenant.runtime.transport import AiohttpTransport
+from aitenant.runtime.transport import AiohttpTransport, is_watch
 from aitenant.settings import Settings, SettingsError, load_settings
 
 if TYPE_CHECKING:
@@ -102,7 +102,7 @@ def count_requests(client: AsyncClient, metrics: Metrics) -> None:
             "DELETE": "DELETE",
         }.get(request.method)
         if verb is None:
-            verb = "WATCH" if request.url.params.get("watch") else "GET"
+            verb = "WATCH" if is_watch(request) else "GET"
         metrics.api_requests.labels(verb, str(response.status_code)).inc()
 
     http_client(client).event_hooks["response"].append(on_response)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 import httpx2
 
+from aitenant.runtime.transport import is_watch
+
 RETRIED_CODES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 1.0
 
@@ -38,7 +40,7 @@ class RetryReads(httpx2.AsyncBaseTransport):
         self.on_retry = on_retry
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        if request.method != "GET" or request.url.params.get("watch"):
+        if request.method != "GET" or is_watch(request):
             return await self.inner.handle_async_request(request)
         delay = self.base_delay
         for _ in range(self.attempts - 1):

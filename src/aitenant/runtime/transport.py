@@ -73,6 +73,7 @@ REQUEST_CONNECTIONS = 32
 
 
 def is_watch(request: httpx2.Request) -> bool:
+    """A watch request (``?watch=true``), as opposed to a GET or LIST: it streams for minutes."""
     return request.url.params.get("watch") in ("true", "1")
 
 
