@@ -111,14 +111,14 @@ def webhook_calls(kubeconfig: Path) -> WebhookCalls:
     ).stdout
     metric = "apiserver_admission_webhook_admission_duration_seconds"
     values = {"_count": 0.0, "_sum": 0.0, "_bucket": 0.0}
-    for line in text.splitlines():
-        if not line.startswith(metric) or f'name="{contract.WEBHOOK_NAME}"' not in line:
+    for sample, value in bench.parse_metrics(text).items():
+        if not sample.startswith(metric) or f'name="{contract.WEBHOOK_NAME}"' not in sample:
             continue
-        suffix = line[len(metric) :].split("{", 1)[0]
-        if suffix == "_bucket" and 'le="0.005"' not in line:
+        suffix = sample[len(metric) :].split("{", 1)[0]
+        if suffix == "_bucket" and 'le="0.005"' not in sample:
             continue
         if suffix in values:
-            values[suffix] += float(line.rsplit(" ", 1)[1])
+            values[suffix] += value
     return WebhookCalls(values["_count"], values["_sum"], values["_bucket"])
 
 
