@@ -1,4 +1,4 @@
-"""Controller settings: one frozen pydantic model, parsed once from flags and environment.
+"""Controller settings: one frozen msgspec struct, parsed once from flags and environment.
 
 Every flag also reads an environment variable named after it in upper snake case
 (``--deletion-timeout`` → ``DELETION_TIMEOUT``); a flag given on the command line wins.
@@ -13,16 +13,11 @@ import string
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+import msgspec
+from msgspec import Meta
+from msgspec.structs import force_setattr
 
 from aitenant import contract
 
@@ -83,10 +78,22 @@ def format_duration(seconds: float) -> str:
     return f"{secs}s"
 
 
-class Settings(BaseModel):
-    """What the controller process was told to do. Field names are the flags in snake case."""
+def _field_error(field: str, reason: str) -> ValueError:
+    # A rule checked after conversion names its field first ("<field>: <reason>"), the one
+    # place load_settings can read it back from: msgspec gives such errors no path.
+    return ValueError(f"{field}: {reason}")
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+
+Port = Annotated[int, Meta(ge=0, le=65535)]
+Seconds = Annotated[float, Meta(gt=0)]
+
+
+class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=True):
+    """What the controller process was told to do. Field names are the flags in snake case.
+
+    Types and ranges are checked when ``load_settings`` converts the flags; the rules
+    across values (``__post_init__``) run on every construction.
+    """
 
     aitenant_namespace: str = contract.DEFAULT_AITENANT_NAMESPACE
     gateway_namespace: str = "openshift-ingress"
@@ -95,8 +102,8 @@ class Settings(BaseModel):
     controller_namespace: str = "default"
     infra_namespace: str = ""
     enable_tenant_namespace_discovery: bool = False
-    deletion_timeout: float = Field(default=600.0, ge=0)
-    subscription_namespace_maintain_interval: float = Field(default=30.0, gt=0)
+    deletion_timeout: Annotated[float, Meta(ge=0)] = 600.0
+    subscription_namespace_maintain_interval: Seconds = 30.0
     manage_default_tenant: bool = True
     maas_api_url_template: str = DEFAULT_MAAS_API_URL_TEMPLATE
     maas_api_ca_file: Path | None = None
@@ -104,85 +111,46 @@ class Settings(BaseModel):
     maas_api_image: str = "quay.io/opendatahub/maas-api:latest"
     maas_api_cleanup_image: str = "docker.io/curlimages/curl:8.11.1"
     maas_api_db_secret: str = "maas-db-config"
-    maas_api_replicas: int = Field(default=1, ge=0)
+    maas_api_replicas: Annotated[int, Meta(ge=0)] = 1
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
-    webhook_port: int = Field(default=contract.DEFAULT_WEBHOOK_PORT, ge=0, le=65535)
+    webhook_port: Port = contract.DEFAULT_WEBHOOK_PORT
     webhook_cert_dir: Path | None = None
-    metrics_port: int = Field(default=contract.DEFAULT_METRICS_PORT, ge=0, le=65535)
-    health_port: int = Field(default=contract.DEFAULT_HEALTH_PORT, ge=0, le=65535)
+    metrics_port: Port = contract.DEFAULT_METRICS_PORT
+    health_port: Port = contract.DEFAULT_HEALTH_PORT
     bind_address: str = "0.0.0.0"
     leader_elect: bool = False
-    leader_elect_lease_duration: float = Field(default=15.0, gt=0)
-    leader_elect_renew_deadline: float = Field(default=10.0, gt=0)
-    leader_elect_retry_period: float = Field(default=2.0, gt=0)
+    leader_elect_lease_duration: Seconds = 15.0
+    leader_elect_renew_deadline: Seconds = 10.0
+    leader_elect_retry_period: Seconds = 2.0
     kubeconfig: Path | None = None
     log_level: str = "info"
-    workers: int = Field(default=8, ge=1, le=256)
+    workers: Annotated[int, Meta(ge=1, le=256)] = 8
 
-    @field_validator(
-        "aitenant_namespace",
-        "gateway_namespace",
-        "gateway_name",
-        "maas_subscription_namespace",
-        "controller_namespace",
-    )
-    @classmethod
-    def _non_blank(cls, value: str) -> str:
-        if not value.strip():
-            raise ValueError("must be non-empty")
-        return value.strip()
-
-    @field_validator("authorino_namespaces")
-    @classmethod
-    def _authorino_namespaces(cls, value: tuple[str, ...]) -> tuple[str, ...]:
-        names = tuple(dict.fromkeys(n.strip() for n in value if n.strip()))
-        if not names:
-            raise ValueError("must name at least one namespace (comma-separated)")
-        for name in names:
-            if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
-                raise ValueError(
-                    f'"{name}" is not a namespace name (lower-case letters, digits and "-", '
-                    "at most 63 characters)"
-                )
-        return names
-
-    @field_validator("infra_namespace")
-    @classmethod
-    def _infra(cls, value: str) -> str:
-        if value and not value.strip():
-            raise ValueError("must not be whitespace only")
-        return value
-
-    @field_validator("maas_api_url_template")
-    @classmethod
-    def _url_template(cls, value: str) -> str:
-        fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
-        unknown = fields - URL_PLACEHOLDERS
-        if unknown:
-            raise ValueError(
-                f"unknown placeholder(s) {sorted(unknown)}; allowed: {sorted(URL_PLACEHOLDERS)}"
-            )
-        return value
-
-    @field_validator("log_level")
-    @classmethod
-    def _log_level(cls, value: str) -> str:
-        level = value.lower()
-        if level not in ("debug", "info", "warning", "error"):
-            raise ValueError("must be one of debug, info, warning, error")
-        return level
-
-    @model_validator(mode="after")
-    def _leader_timings(self) -> Settings:
+    def __post_init__(self) -> None:
+        for field in _NON_BLANK:
+            value: str = getattr(self, field).strip()
+            if not value:
+                raise _field_error(field, "must be non-empty")
+            force_setattr(self, field, value)
+        if self.infra_namespace and not self.infra_namespace.strip():
+            raise _field_error("infra_namespace", "must not be whitespace only")
+        force_setattr(
+            self, "authorino_namespaces", _authorino_namespaces(self.authorino_namespaces)
+        )
+        _check_url_template(self.maas_api_url_template)
+        level = self.log_level.lower()
+        if level not in _LOG_LEVELS:
+            raise _field_error("log_level", "must be one of debug, info, warning, error")
+        force_setattr(self, "log_level", level)
         if not (
             self.leader_elect_retry_period
             < self.leader_elect_renew_deadline
             < self.leader_elect_lease_duration
         ):
-            raise ValueError(
-                "leader_elect_lease_duration: need retry period < renew deadline < lease duration"
+            raise _field_error(
+                "leader_elect_lease_duration",
+                "need retry period < renew deadline < lease duration",
             )
-        return self
 
     @property
     def app_namespace(self) -> str:
@@ -193,6 +161,42 @@ class Settings(BaseModel):
         service = "maas-api" if tenant == contract.DEFAULT_TENANT_NAME else f"maas-api-{tenant}"
         return self.maas_api_url_template.format(
             service=service, namespace=self.app_namespace, tenant=tenant
+        )
+
+
+_NON_BLANK = (
+    "aitenant_namespace",
+    "gateway_namespace",
+    "gateway_name",
+    "maas_subscription_namespace",
+    "controller_namespace",
+)
+_LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _authorino_namespaces(value: tuple[str, ...]) -> tuple[str, ...]:
+    names = tuple(dict.fromkeys(n.strip() for n in value if n.strip()))
+    if not names:
+        raise _field_error(
+            "authorino_namespaces", "must name at least one namespace (comma-separated)"
+        )
+    for name in names:
+        if len(name) > 63 or not _DNS1123_LABEL.fullmatch(name):
+            raise _field_error(
+                "authorino_namespaces",
+                f'"{name}" is not a namespace name (lower-case letters, digits and "-", '
+                "at most 63 characters)",
+            )
+    return names
+
+
+def _check_url_template(value: str) -> None:
+    fields = {name for _, name, _, _ in string.Formatter().parse(value) if name is not None}
+    unknown = fields - URL_PLACEHOLDERS
+    if unknown:
+        raise _field_error(
+            "maas_api_url_template",
+            f"unknown placeholder(s) {sorted(unknown)}; allowed: {sorted(URL_PLACEHOLDERS)}",
         )
 
 
@@ -310,13 +314,21 @@ def load_settings(argv: Sequence[str], environ: Mapping[str, str]) -> Settings:
         values["controller_namespace"] = environ["POD_NAMESPACE"]
         source["controller_namespace"] = "--controller-namespace (from $POD_NAMESPACE)"
     try:
-        return Settings(**values)
-    except ValidationError as exc:
-        err = exc.errors()[0]
-        msg = str(err["msg"]).removeprefix("Value error, ")
-        if err["loc"]:
-            field = str(err["loc"][0])
-        else:  # a rule across fields names its field first: "<field>: <reason>"
-            field, _, msg = msg.partition(": ")
+        return msgspec.convert(values, Settings)
+    except msgspec.ValidationError as exc:
+        field, msg = _failed_field(str(exc))
         origin = source.get(field, "--" + field.replace("_", "-"))
         raise SettingsError(f"invalid value for {origin}: {msg}") from None
+
+
+def _failed_field(message: str) -> tuple[str, str]:
+    """Split msgspec's error into the field and the reason.
+
+    A type or range error ends with its path (``Expected `int` >= 1 - at `$.workers```);
+    a rule of ``__post_init__`` starts with its field (``workers: ...``).
+    """
+    reason, sep, path = message.rpartition(" - at `$.")
+    if sep:
+        return path.rstrip("`"), reason[:1].lower() + reason[1:]
+    field, _, reason = message.partition(": ")
+    return field, reason

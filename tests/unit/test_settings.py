@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from aitenant.settings import SettingsError, format_duration, load_settings, parse_duration
+from aitenant.settings import (
+    Settings,
+    SettingsError,
+    format_duration,
+    load_settings,
+    parse_duration,
+)
 
 
 @pytest.mark.parametrize(
@@ -65,7 +71,9 @@ def test_flag_beats_env_and_upstream_alias_is_read() -> None:
         (["--deletion-timeout", "soon"], {}, "--deletion-timeout"),
         ([], {"DELETION_TIMEOUT": "-1m"}, "--deletion-timeout (from $DELETION_TIMEOUT)"),
         (["--aitenant-namespace", "  "], {}, "--aitenant-namespace: must be non-empty"),
-        (["--webhook-port", "99999"], {}, "--webhook-port"),
+        (["--webhook-port", "99999"], {}, "--webhook-port: expected `int` <= 65535"),
+        (["--workers", "0"], {}, "--workers: expected `int` >= 1"),
+        ([], {"LEADER_ELECT_RETRY_PERIOD": "0s"}, "(from $LEADER_ELECT_RETRY_PERIOD): expected"),
         (["--leader-elect=maybe"], {}, "--leader-elect: invalid boolean"),
         (["--maas-api-url-template", "https://{host}/x"], {}, "unknown placeholder"),
         (["--log-level", "loud"], {}, "--log-level"),
@@ -121,3 +129,10 @@ def test_bad_authorino_namespaces_name_the_flag(raw: str, message: str) -> None:
         load_settings(["--authorino-namespaces", raw], {})
     assert str(info.value).startswith("invalid value for --authorino-namespaces: ")
     assert message in str(info.value)
+
+
+def test_rules_across_values_hold_for_a_settings_built_in_code() -> None:
+    settings = Settings(log_level="DEBUG", gateway_name=" gw ")
+    assert (settings.log_level, settings.gateway_name) == ("debug", "gw")
+    with pytest.raises(ValueError, match="leader_elect_lease_duration: need retry period"):
+        Settings(leader_elect_renew_deadline=20.0)
