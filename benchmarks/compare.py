@@ -1,7 +1,7 @@
 """Every figure of the benchmarks for this checkout next to the same figure for a baseline commit.
 
-    python benchmarks/compare.py --baseline REV            # create/burst/resync/restart,
-                                                           # chaos scenario 2, webhook
+    python benchmarks/compare.py --baseline REV            # create/burst/resync/restart/
+                                                           # delete, chaos scenario 2, webhook
     python benchmarks/compare.py --baseline REV --only soak --soak-tenants 1000
 
 The baseline is checked out into a temporary git worktree; each benchmark runs twice, one
@@ -59,6 +59,9 @@ LABELS = [
     ("api_create_p99_ms", "the same creates without the webhook, p99 (ms)"),
     ("webhook_api_call_mean_ms", "webhook call as the API server timed it, mean (ms)"),
     ("soak_webhook_direct_p99_ms", "soak: webhook p99, direct, at the end (ms)"),
+    ("delete_all_s", "every tenant of the burst run deleted at once, all gone (s)"),
+    ("deletion_requests_per_tenant", "API requests per deleted tenant"),
+    ("deletion_gets_per_tenant", "GETs per deleted tenant"),
 ]
 
 

@@ -9,6 +9,7 @@
 5. The controller's peak RSS (VmHWM of its process).
 6. Restart: import time of the controller's modules, and process start to the first reconcile
    outcome (every tenant already exists).
+7. Deletion of every tenant at once: time until all are gone, and API requests per tenant.
 
 The API server's audit log breaks the controller's requests down by verb and resource (the
 controller authenticates as its own user).
@@ -36,8 +37,9 @@ from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
 from tests.harness import bench, samples
-from tests.harness.chaos import ControllerProcess, controller_args
+from tests.harness.chaos import ControllerProcess, controller_args, wait_all
 from tests.harness.cluster import LocalCluster, User, free_port
+from tests.harness.maas_api import FakeMaasApi
 
 from aitenant.resources import AITenant
 
@@ -53,19 +55,16 @@ class Controller(ControllerProcess):
     """The controller process, with its /metrics scraped for request counts."""
 
     def __init__(
-        self, kubeconfig: Path, log: Path, ca: tuple[Path, Path], log_level: str = "warning"
+        self, kubeconfig: Path, log: Path, maas_api: FakeMaasApi, log_level: str = "warning"
     ) -> None:
         self.metrics_port = free_port()
-        extra = [
-            f"--metrics-port={self.metrics_port}",
-            f"--log-level={log_level}",
-            # the tenant platform issues serving certs (docs/differences.md D9)
-            f"--maas-api-ca-file={ca[0]}",
-            f"--maas-api-ca-key-file={ca[1]}",
-        ]
-        super().__init__(
-            kubeconfig, log, controller_args(gateway_ns=GATEWAY_NS, infra_ns=INFRA_NS, extra=extra)
+        extra = [f"--metrics-port={self.metrics_port}", f"--log-level={log_level}"]
+        # The fake maas-api answers the revocations of step 7; its CA issues the tenant
+        # platform's serving certs (docs/differences.md D9).
+        args = controller_args(
+            gateway_ns=GATEWAY_NS, infra_ns=INFRA_NS, maas_api=maas_api, extra=extra
         )
+        super().__init__(kubeconfig, log, args)
 
     def metrics(self) -> dict[str, float]:
         deadline = time.monotonic() + 120  # a loaded machine starts the process slowly
@@ -181,9 +180,10 @@ async def run(sequential: int, burst: int) -> None:
         for ns in (GATEWAY_NS, INFRA_NS):
             await samples.ensure_namespace(client, ns)
         await samples.ensure_db_secret(client, INFRA_NS)
-        ca = samples.write_ca(cluster.workdir / "maas-api-ca")
+        maas_api = FakeMaasApi(cluster.workdir / "maas-api")
+        await maas_api.start()
         kubeconfig = cluster.kubeconfig_for(CONTROLLER_USER)
-        controller = Controller(kubeconfig, cluster.workdir / "controller.log", ca)
+        controller = Controller(kubeconfig, cluster.workdir / "controller.log", maas_api)
         controller.start()
         # No kubelet: maas-api Deployments are marked Available as soon as they appear.
         simulator = samples.platform_readiness(client)
@@ -294,7 +294,7 @@ async def run(sequential: int, burst: int) -> None:
             firsts = []
             for i in range(3):
                 probe = Controller(
-                    kubeconfig, cluster.workdir / f"restart-{i}.log", ca, log_level="info"
+                    kubeconfig, cluster.workdir / f"restart-{i}.log", maas_api, log_level="info"
                 )
                 try:
                     firsts.append(await first_reconcile_seconds(probe))
@@ -307,12 +307,49 @@ async def run(sequential: int, burst: int) -> None:
             )
             bench.record("import_s", imports)
             bench.record("start_to_first_reconcile_s", statistics.median(firsts))
+
+            everyone = names | {f"seq-{i}" for i in range(sequential)}
+            await delete_all(client, controller, audit, everyone)
         finally:
             simulator.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await simulator
             controller.stop()
+            await maas_api.stop()
             await client.close()
+
+
+async def delete_all(
+    client: AsyncClient, controller: Controller, audit: Audit, names: set[str]
+) -> None:
+    """Step 7: a controller that has settled every tenant sees them all deleted at once."""
+    controller.start()
+    controller.metrics()  # wait until it serves
+    await asyncio.to_thread(bench.wait_until_quiet, controller.metrics_port)
+    before = bench.api_by_verb(controller.metrics())
+    audit.take()
+    started = time.monotonic()
+    await asyncio.gather(*(client.delete(AITenant, n, namespace=AITENANT_NS) for n in names))
+    await wait_all(client, AITENANT_NS, names, gone=True, timeout=600)
+    took = time.monotonic() - started
+    after = bench.api_by_verb(controller.metrics())
+    per_tenant = {
+        verb: (after.get(verb, 0) - before.get(verb, 0)) / len(names)
+        for verb in sorted(set(after) | set(before))
+    }
+    print(
+        f"deletion: {len(names)} tenants deleted at once, all gone after {took:.1f} s; "
+        "API requests per tenant: "
+        + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
+    )
+    await asyncio.sleep(2)  # the audit log is written in batches
+    print(f"  by verb and resource (audit log): {breakdown(audit.take(), len(names))}")
+    bench.record("delete_all_s", took)
+    bench.record(
+        "deletion_requests_per_tenant",
+        sum(n for verb, n in per_tenant.items() if verb != "WATCH"),
+    )
+    bench.record("deletion_gets_per_tenant", per_tenant.get("GET", 0))
 
 
 def main() -> None:
