@@ -190,12 +190,19 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     for informer in (configs, claims, roles, namespaces, legacy_tenants):
         reads.serve(informer, trust_misses=True)
 
+    platform_cache = PlatformCache(
+        client,
+        infra_namespace=settings.app_namespace,
+        gateway_namespace=settings.gateway_namespace,
+    )
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
     finalizer = TenantFinalizer(
         client=client,
         settings=settings,
         events=events,
         revoker=KeyRevoker(ca_file=settings.maas_api_ca_file),
+        reads=reads,
+        platform=platform_cache,
     )
     reconciler = AITenantReconciler(
         client=client,
@@ -208,11 +215,6 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     )
     controller = Controller(
         "aitenant", reconciler.reconcile, metrics=metrics, workers=settings.workers
-    )
-    platform_cache = PlatformCache(
-        client,
-        infra_namespace=settings.app_namespace,
-        gateway_namespace=settings.gateway_namespace,
     )
     config_reconciler = TenantConfigReconciler(
         client=client,

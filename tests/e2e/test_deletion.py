@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx2
 import pytest
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
@@ -22,17 +23,21 @@ from aitenant.resources import (
     MaasTenantConfig,
 )
 from aitenant.runtime.controller import Key, RequeueAfter
+from aitenant.runtime.lightkube_private import http_client
+from aitenant.runtime.transport import is_watch
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,
     GATEWAY_NS,
+    INFRA_NS,
     Names,
     RunningController,
     e2e_settings,
     eventually,
     get_tenant,
+    informer_caught_up,
     make_tenant,
     ready,
     wait_phase,
@@ -143,6 +148,38 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
 
     reasons = [r for _, r, _ in await events_of(kube, name)]
     assert "DeletionInProgress" in reasons
+
+
+async def test_a_deletion_reads_from_the_api_only_what_no_informer_holds(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    name = unique("cheap")
+    await make_tenant(kube, name)
+    await informer_caught_up(controller, await wait_phase(kube, name, "Active"))
+    assert controller.app is not None
+    reads: list[str] = []
+
+    async def record(request: httpx2.Request) -> None:
+        if request.method == "GET" and not is_watch(request):
+            reads.append(request.url.path)
+
+    hooks = http_client(controller.app.client).event_hooks["request"]
+    hooks.append(record)
+    try:
+        await kube.delete(AITenant, name, namespace=AITENANT_NS)
+        await wait_gone(kube, name)
+    finally:
+        hooks.remove(record)
+
+    # Every read that concerns this tenant (other tests' tenants may still be converging):
+    # its objects carry its name; the claims and the infra namespace are read by every deletion.
+    shared = (f"/api/v1/namespaces/{AITENANT_NS}/configmaps", f"/api/v1/namespaces/{INFRA_NS}")
+    ours = [path for path in reads if name in path or path in shared]
+    # Legacy RoleBindings (nothing watches them) and the MaaS objects the config cleanup
+    # deletes (lists of kinds other controllers own) are the only reads left.
+    allowed = ("/rolebindings/", "/maassubscriptions", "/maasauthpolicies")
+    assert [path for path in ours if not any(part in path for part in allowed)] == []
+    assert any("/rolebindings/" in path for path in ours), "the hook saw the deletion"
 
 
 async def test_unreachable_maas_api_blocks_deletion_until_it_answers(

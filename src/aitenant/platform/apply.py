@@ -31,11 +31,22 @@ from aitenant import contract
 from aitenant.errors import api_message, is_conflict, is_not_found, is_transient
 from aitenant.platform.kinds import Kind, Scope
 from aitenant.platform.render import Manifest, Ref, ref_of
+from aitenant.runtime.requests import get_or_none
 
 log = logging.getLogger(__name__)
 
 # What a lookup answers when it does not know: read the object from the API.
 UNKNOWN: Any = object()
+
+
+async def get_dict_or_none(
+    client: AsyncClient, kind: Kind, name: str, namespace: str | None
+) -> dict[str, Any] | None:
+    """A platform object from the API as a plain dict, or None when it does not exist."""
+    obj = await get_or_none(client, kind.resource, name, namespace if kind.namespaced else None)
+    return None if obj is None else dict(obj)
+
+
 # Manifest → its live copy, None when it does not exist, or UNKNOWN. None must be certain: a
 # create-only object may exist without our labels, and a lookup that would not see it answers
 # UNKNOWN.
@@ -112,16 +123,7 @@ class Applier:
         self.field_manager = field_manager
 
     async def get(self, kind: Kind, name: str, namespace: str | None) -> dict[str, Any] | None:
-        try:
-            if kind.namespaced:
-                obj = await self.client.get(kind.resource, name, namespace=namespace)
-            else:
-                obj = await self.client.get(kind.resource, name)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return None
-            raise
-        return dict(obj)
+        return await get_dict_or_none(self.client, kind, name, namespace)
 
     async def apply_all(
         self, manifests: Sequence[Manifest], lookup: Lookup | None = None

@@ -26,7 +26,7 @@ from lightkube import AsyncClient
 
 from aitenant import contract
 from aitenant.platform import kinds
-from aitenant.platform.apply import UNKNOWN
+from aitenant.platform.apply import UNKNOWN, get_dict_or_none
 from aitenant.platform.kinds import Kind
 from aitenant.runtime.informer import Handler, Informer
 
@@ -49,6 +49,7 @@ def _tenant_of(obj: Obj) -> list[str]:
 
 class PlatformCache:
     def __init__(self, client: AsyncClient, *, infra_namespace: str, gateway_namespace: str):
+        self.client = client
         selector: dict[str, str] = {contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE}
         scopes = [
             *kinds.platform_scopes(infra_namespace, gateway_namespace),
@@ -98,6 +99,16 @@ class PlatformCache:
         if obj is None:
             return None
         return {"apiVersion": kind.api_version, "kind": kind.kind, **obj}
+
+    async def read(
+        self, kind: Kind, namespace: str | None, name: str, *, unlabelled: bool = False
+    ) -> Obj | None:
+        """The object from the cache when it knows (``get``), else from the API; None when it
+        does not exist."""
+        found = self.get(kind, namespace, name, unlabelled=unlabelled)
+        if found is not UNKNOWN:
+            return found
+        return await get_dict_or_none(self.client, kind, name, namespace)
 
     def tracked(self, tenant_namespace: str, tenant: str) -> list[tuple[Kind, Obj]] | None:
         """Every cached object of one tenant; None while any informer is not synced."""

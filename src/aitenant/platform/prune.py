@@ -3,8 +3,8 @@ rendered; the config's cleanup deletes what ``TrackedObjects.find`` returns.
 
 From the platform cache when it is synced (no request unless something is deleted); else by
 listing every kind in every place of ``kinds.platform_scopes``, which pruning does only when the
-rendered set changed since the last pass of this process. CronJobs, which the cache does not
-hold, are read by name (their name never changes, so pruning never needs them).
+rendered set changed since the last pass of this process. CronJobs, which ``tracked`` leaves
+out, are read by name (their name never changes, so pruning never needs them).
 """
 
 from __future__ import annotations
@@ -81,7 +81,7 @@ class TrackedObjects:
         if not cronjob_by_name:
             return cached
         name = names_for(tenant.name, "", self.default_gateway_name).cleanup
-        obj = await self.applier.get(cronjob, name, self.infra_namespace)
+        obj = await self.cache.read(cronjob, self.infra_namespace, name)
         if obj is not None and tenant.selector.items() <= labels_of(obj).items():
             cached.append((cronjob, obj))
         return cached

@@ -14,6 +14,7 @@ A deleting config in scope that carries ``maas.opendatahub.io/tenant-cleanup``, 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from lightkube import ApiError, AsyncClient
 
@@ -42,8 +43,10 @@ class ConfigCleanup:
         applier: Applier,
         tracked: TrackedObjects,
         discovery: ApiDiscovery,
+        remember: Callable[[Obj], None],
     ) -> None:
         self.client = client
+        self.remember = remember
         self.settings = settings
         self.applier = applier
         self.tracked = tracked
@@ -56,7 +59,7 @@ class ConfigCleanup:
             return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
         if not await self.delete_platform(config):
             return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
-        await remove_finalizer(self.client, config)
+        await remove_finalizer(self.client, config, self.remember)
         self.tracked.forget(key)
         log.info("maastenantconfig %s: tenant cleanup finished", key)
         return Done()
@@ -94,5 +97,13 @@ class ConfigCleanup:
         return await self.applier.delete_tracked(found)
 
 
-async def remove_finalizer(client: AsyncClient, config: Obj) -> None:
-    await drop_finalizer(client, MaasTenantConfig, config, contract.TENANT_CONFIG_FINALIZER)
+async def remove_finalizer(
+    client: AsyncClient, config: Obj, remember: Callable[[Obj], None]
+) -> None:
+    """Drop our finalizer; the answer is remembered, so a pass queued meanwhile (the platform's
+    deletions wake the config) finds it gone and sends nothing."""
+    updated = await drop_finalizer(
+        client, MaasTenantConfig, config, contract.TENANT_CONFIG_FINALIZER
+    )
+    if updated is not None:
+        remember(updated)

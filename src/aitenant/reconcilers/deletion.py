@@ -18,6 +18,11 @@ Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
 The Gateway is never written. An AITenant that failed placement never got any child; its
 name may even equal a real tenant's, so its deletion skips revocation and the namespaced
 cleanup and only removes claims it owns by UID and its finalizer.
+
+Reads come from the informers where one holds the kind (the config, Roles, namespaces, claims,
+the Gateway AuthPolicy), as in a reconcile pass: a pass that runs because the config is gone
+was woken by that very event. Only legacy RoleBindings, which nothing watches, are read from the
+API. A write made on a stale copy fails on its resourceVersion and the pass is retried.
 """
 
 from __future__ import annotations
@@ -34,16 +39,20 @@ from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, api_message, is_not_found
+from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
 from aitenant.platform import kinds
+from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers import conditions, infra_labels, ownership
 from aitenant.reconcilers.aitenant import TenantContext, check_placement, claim_owned_by
 from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
 from aitenant.reconcilers.status import StatusWriter
+from aitenant.reconcilers.watches import CLAIM_OWNER_INDEX
 from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
 from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.requests import get_or_none
 from aitenant.settings import Settings, format_duration
 
 log = logging.getLogger(__name__)
@@ -68,9 +77,13 @@ class TenantFinalizer:
         settings: Settings,
         events: EventRecorder,
         revoker: KeyRevoker,
+        reads: CachedReads,
+        platform: PlatformCache,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.client = client
+        self.reads = reads
+        self.platform = platform
         self.settings = settings
         self.events = events
         self.revoker = revoker
@@ -81,7 +94,7 @@ class TenantFinalizer:
             tns = check_placement(tenant, self.settings)
         except StepFailed:
             await self.delete_gateway_claims(tenant)
-            await self.remove_finalizer(status.obj)
+            await self.remove_finalizer(status)
             return Done()
         ctx = self._context(tenant, tns)
         if self._timed_out(tenant):
@@ -107,7 +120,7 @@ class TenantFinalizer:
         await self.delete_gateway_auth_policy(ctx)
         await self.delete_gateway_claims(tenant)
         await self.release_infra_namespace_labels(ctx)
-        await self.remove_finalizer(status.obj)
+        await self.remove_finalizer(status)
         log.info(
             "aitenant %s/%s: cleanup finished, finalizer removed", tenant.namespace, tenant.name
         )
@@ -156,12 +169,9 @@ class TenantFinalizer:
     async def delete_tenant_config(self, ctx: TenantContext) -> bool:
         """True once the config is gone (or not ours); its finalizer does the MaaS cleanup."""
         ns, name = ctx.tenant_namespace, contract.TENANT_CONFIG_NAME
-        try:
-            config = dict(await self.client.get(MaasTenantConfig, name, namespace=ns))
-        except ApiError as exc:
-            if is_not_found(exc):
-                return True
-            raise
+        config = await self.reads.get(MaasTenantConfig, name, ns)
+        if config is None:
+            return True
         meta = config["metadata"]
         if not ownership.owned_by(meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace):
             return True
@@ -202,12 +212,9 @@ class TenantFinalizer:
     async def _delete_if_owned(
         self, kind: Any, name: str, namespace: str, tenant: AITenantView
     ) -> None:
-        try:
-            obj = await self.client.get(kind, name, namespace=namespace)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return
-            raise
+        obj = await self.reads.get(kind, name, namespace)
+        if obj is None:
+            return
         meta = obj.metadata or ObjectMeta()
         if not ownership.owned_by(meta.annotations, tenant.name, tenant.namespace):
             return  # a user's object that happens to carry the name
@@ -220,13 +227,13 @@ class TenantFinalizer:
     async def release_tenant_namespace(self, ctx: TenantContext) -> None:
         name = ctx.tenant_namespace
         try:
-            ns = await self.client.get(Namespace, name)
+            ns = await self.reads.get(Namespace, name)
         except ApiError as exc:
-            if is_not_found(exc):
-                return
             raise DeletionBlocked(
                 f'get tenant namespace "{name}" during AITenant deletion: {api_message(exc)}'
             ) from None
+        if ns is None:
+            return
         meta = ns.metadata or ObjectMeta()
         tenant = ctx.tenant
         if meta.deletionTimestamp or not ownership.owned_by(
@@ -249,16 +256,12 @@ class TenantFinalizer:
 
     async def delete_gateway_auth_policy(self, ctx: TenantContext) -> None:
         name = naming.gateway_auth_policy_name(ctx.tenant.name, ctx.gateway_name)
-        try:
-            policy = dict(
-                await self.client.get(
-                    kinds.AUTH_POLICY.resource, name, namespace=ctx.gateway_namespace
-                )
-            )
-        except ApiError as exc:
-            if is_not_found(exc):
-                return
-            raise
+        # Create-only and possibly unlabelled: only a cache of the whole namespace knows.
+        policy = await self.platform.read(
+            kinds.AUTH_POLICY, ctx.gateway_namespace, name, unlabelled=True
+        )
+        if policy is None:
+            return
         annotations = policy["metadata"].get("annotations") or {}
         if annotations.get(contract.ANNOTATION_OPENDATAHUB_MANAGED) == contract.UNMANAGED_VALUE:
             return
@@ -272,9 +275,13 @@ class TenantFinalizer:
 
     async def delete_gateway_claims(self, tenant: AITenantView) -> None:
         ns = self.settings.aitenant_namespace
-        async for claim in self.client.list(
-            ConfigMap, namespace=ns, labels={contract.LABEL_GATEWAY_CLAIM: "true"}
-        ):
+        claims = await self.reads.list(
+            ConfigMap,
+            namespace=ns,
+            labels={contract.LABEL_GATEWAY_CLAIM: "true"},
+            index=(CLAIM_OWNER_INDEX, tenant.name),  # not every claim: this tenant's
+        )
+        for claim in claims:
             meta = claim.metadata or ObjectMeta()
             if not claim_owned_by(meta, tenant):
                 continue
@@ -286,12 +293,9 @@ class TenantFinalizer:
 
     async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
         app = self.settings.app_namespace
-        try:
-            ns = await self.client.get(Namespace, app)
-        except ApiError as exc:
-            if is_not_found(exc):
-                return
-            raise
+        ns = await self.reads.get(Namespace, app)
+        if ns is None:
+            return
         meta = ns.metadata or ObjectMeta()
         try:
             patch = infra_labels.plan_release(
@@ -305,18 +309,32 @@ class TenantFinalizer:
             return
         if patch is not None:
             patch["metadata"]["resourceVersion"] = meta.resourceVersion
-            await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE)
+            self.reads.remember(
+                Namespace,
+                await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE),
+            )
 
-    async def remove_finalizer(self, obj: dict[str, Any]) -> None:
-        """Remove our finalizer from the latest object; its resourceVersion guards the list."""
-        meta = obj["metadata"]
+    async def remove_finalizer(self, status: StatusWriter) -> None:
+        """Remove our finalizer from the latest copy the pass knows (its status write's answer,
+        else the informer's); its resourceVersion guards the list. On a conflict the object is
+        read once from the API and the removal tried again."""
+        obj = status.obj
         try:
-            obj = dict(await self.client.get(AITenant, meta["name"], namespace=meta["namespace"]))
+            updated = await drop_finalizer(self.client, AITenant, obj, contract.AITENANT_FINALIZER)
         except ApiError as exc:
-            if is_not_found(exc):
+            if not is_conflict(exc):
+                raise
+            meta = obj["metadata"]
+            latest = await get_or_none(self.client, AITenant, meta["name"], meta["namespace"])
+            if latest is None:
                 return
-            raise
-        await drop_finalizer(self.client, AITenant, obj, contract.AITENANT_FINALIZER)
+            updated = await drop_finalizer(
+                self.client, AITenant, dict(latest), contract.AITENANT_FINALIZER
+            )
+        if updated is not None:
+            # A pass queued meanwhile (a Role's deletion wakes the tenant) then finds the
+            # finalizer gone and sends nothing, even before the watch reports the deletion.
+            status.rebase(updated)
 
     # -- deletion timeout ----------------------------------------------------------------------
     async def force_cleanup(self, ctx: TenantContext, status: StatusWriter) -> Result:
@@ -354,7 +372,7 @@ class TenantFinalizer:
                 await step()
             except (ApiError, DeletionBlocked, OSError) as exc:
                 log.warning("aitenant %s: forced cleanup step failed: %s", tenant.name, exc)
-        await self.remove_finalizer(status.obj)
+        await self.remove_finalizer(status)
         log.warning(
             "aitenant %s/%s: deletion timeout, finalizer removed", tenant.namespace, tenant.name
         )

@@ -41,10 +41,11 @@ async def ensure_finalizer(
 
 async def drop_finalizer(
     client: AsyncClient, resource: Any, obj: dict[str, Any], finalizer: str
-) -> None:
+) -> dict[str, Any] | None:
     """Merge-patch ``finalizer`` out of ``obj``; its resourceVersion guards the list we write.
+    Returns the object as the API server answered, or None when it is already gone.
 
-    A conflict is raised (the caller retries on a fresh copy); an object already gone is fine.
+    A conflict is raised (the caller retries on a fresh copy).
     """
     meta = obj["metadata"]
     remaining = [f for f in meta.get("finalizers") or [] if f != finalizer]
@@ -52,9 +53,11 @@ async def drop_finalizer(
         "metadata": {"finalizers": remaining or None, "resourceVersion": meta["resourceVersion"]}
     }
     try:
-        await client.patch(
+        updated = await client.patch(
             resource, meta["name"], patch, namespace=meta["namespace"], patch_type=PatchType.MERGE
         )
     except ApiError as exc:
         if not is_not_found(exc):
             raise
+        return None
+    return dict(updated)

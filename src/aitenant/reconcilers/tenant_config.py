@@ -50,7 +50,7 @@ from lightkube.resources.core_v1 import Secret
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform import certs, kinds
-from aitenant.platform.apply import UNKNOWN, Applier, ApplyError, is_unmanaged
+from aitenant.platform.apply import Applier, ApplyError, is_unmanaged
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import Tenant, TrackedObjects
@@ -234,6 +234,7 @@ class TenantConfigReconciler:
             applier=self.applier,
             tracked=self.tracked,
             discovery=discovery,
+            remember=remember,
         )
         # The config generation the user-metrics privacy warning was last logged for.
         self._warned_user_metrics: dict[Key, int] = {}
@@ -246,7 +247,7 @@ class TenantConfigReconciler:
         if not in_scope(config, self.settings):
             if has_leftover_finalizer(config, self.settings):
                 # The only write for a config we do not serve; nothing is deleted for it.
-                await remove_finalizer(self.client, config)
+                await remove_finalizer(self.client, config, self.remember)
                 log.info(
                     "maastenantconfig %s: not a tenant's config; removed leftover finalizer %s",
                     key,
@@ -291,7 +292,7 @@ class TenantConfigReconciler:
         spec = config.get("spec") or {}
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
         infra = self.settings.app_namespace
-        cert_secret = await self.live(kinds.SECRET, infra, names.serving_cert)
+        cert_secret = await self.cache.read(kinds.SECRET, infra, names.serving_cert)
         serving = self.serving_cert(cert_secret, names.api)
         ctx = PlatformContext(
             tenant=tenant.name,
@@ -464,13 +465,6 @@ class TenantConfigReconciler:
         return self.cache.get(
             manifest.kind, manifest.namespace, manifest.name, unlabelled=manifest.create_only
         )
-
-    async def live(self, kind: kinds.Kind, namespace: str | None, name: str) -> Obj | None:
-        """One platform object: from the cache when it knows, else from the API."""
-        found = self.cache.get(kind, namespace, name)
-        if found is UNKNOWN:
-            return await self.applier.get(kind, name, namespace)
-        return found
 
 
 def _has_gateway_ref(obj: Obj) -> bool:

@@ -97,6 +97,22 @@ def is_newer(obj: Obj, than: Obj) -> bool:
     return (len(a), a) > (len(b), b)
 
 
+def supersedes(written: Obj, stored: Obj) -> bool:
+    """Our write's answer ``written`` is newer than the cached ``stored``: a later version, or
+    the answer to removing an object's last finalizer. The API server then deletes the object
+    and answers with it at the version it had (no finalizers left): no later version will come,
+    only the watch's DELETED event."""
+    if is_newer(written, stored):
+        return True
+    meta = written["metadata"]
+    return (
+        bool(meta.get("deletionTimestamp"))
+        and not meta.get("finalizers")
+        and bool(meta.get("resourceVersion"))
+        and meta.get("resourceVersion") == stored["metadata"].get("resourceVersion")
+    )
+
+
 def object_key(obj: Obj) -> ObjKey:
     meta = obj["metadata"]
     return (meta.get("namespace") or "", meta["name"])
@@ -151,7 +167,7 @@ class Informer:
         written = self._written.get(key)
         if written is None:
             return stored
-        if stored is not None and is_newer(written, stored):
+        if stored is not None and supersedes(written, stored):
             return unpack(pack(written))
         del self._written[key]  # the watch caught up, or the object is gone
         return stored
@@ -160,7 +176,7 @@ class Informer:
         """A copy our own write returned: ``get`` serves it until the watch catches up."""
         key = object_key(obj)
         stored = self._stored(key)
-        if stored is not None and is_newer(obj, stored):
+        if stored is not None and supersedes(obj, stored):
             self._written[key] = as_dict(self._keep(obj))
 
     def list(self) -> list[Obj]:
@@ -230,7 +246,7 @@ class Informer:
                 if old is not None:
                     event = "MODIFIED"
                 written = self._written.get(key)
-                if written is not None and not is_newer(written, obj):
+                if written is not None and not supersedes(written, obj):
                     del self._written[key]  # caught up: no need to wait for a read to notice
         for handler in self._handlers:
             try:

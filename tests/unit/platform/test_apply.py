@@ -133,3 +133,23 @@ async def test_apply_all_writes_prerequisites_first_then_the_rest_at_once() -> N
     assert report.applied == [str(m) for m in manifests]
     assert report.writes == 4
     assert peak == [{"s"}, {"s", "sa"}, {"d"}, {"d", "svc"}]
+
+
+async def test_an_object_no_cache_answers_for_is_read_first_and_left_alone_if_it_matches() -> None:
+    from aitenant.platform.apply import UNKNOWN, Applier
+    from aitenant.platform.render import Manifest
+
+    from ..scripted_api import ScriptedApi, ok
+
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["namespace"] = "infra"
+    live = live_copy()
+    live["metadata"]["namespace"] = "infra"
+    path = "/apis/apps/v1/namespaces/infra/deployments/maas-api-a"
+    api = ScriptedApi().on("GET", path, ok(live))
+
+    report = await Applier(api.client()).apply_all([Manifest(desired)], lambda _: UNKNOWN)
+
+    assert api.requests() == [("GET", path)]
+    assert report.unchanged == 1
+    assert report.writes == 0

@@ -8,15 +8,17 @@ from typing import Any
 import httpx
 
 from aitenant import contract
+from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.revocation import KeyRevoker
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.resources import AITenant, AITenantView
 from aitenant.runtime.controller import Done, RequeueAfter, Retry
 from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
-from ..scripted_api import ScriptedApi, echo, listing, ok
+from ..scripted_api import ScriptedApi, echo, listing, ok, status
 from .test_aitenant import EVENTS, GATEWAY_NS, NS, TENANTS, tenant
 
 DELETED_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
@@ -47,7 +49,11 @@ def deleting(**meta: Any) -> dict[str, Any]:
 
 
 async def finalize(
-    api: ScriptedApi, revoker: KeyRevoker, obj: dict[str, Any], minutes: float = 1
+    api: ScriptedApi,
+    revoker: KeyRevoker,
+    obj: dict[str, Any],
+    minutes: float = 1,
+    remembered: list[dict[str, Any]] | None = None,
 ) -> Any:
     client = api.client()
     events = EventRecorder(client, component="unit-tests")
@@ -56,10 +62,16 @@ async def finalize(
         settings=SETTINGS,
         events=events,
         revoker=revoker,
+        # Nothing served or synced: every read goes to the scripted API.
+        reads=CachedReads(client),
+        platform=PlatformCache(
+            client, infra_namespace="aitenant-system", gateway_namespace=GATEWAY_NS
+        ),
         now=lambda: DELETED_AT + dt.timedelta(minutes=minutes),
     )
-    status = StatusWriter(client, AITenant, obj, 1, lambda _obj: None, events=events)
-    return await finalizer(AITenantView(obj), status)
+    keep = remembered if remembered is not None else []
+    writer = StatusWriter(client, AITenant, obj, 1, keep.append, events=events)
+    return await finalizer(AITenantView(obj), writer)
 
 
 def scripted() -> ScriptedApi:
@@ -83,8 +95,10 @@ def ready(status: dict[str, Any]) -> dict[str, Any]:
 async def test_keys_revoked_then_everything_released_then_the_finalizer_goes() -> None:
     api = scripted()
     revoker, calls = maas_api(httpx.Response(200, json={"revokedCount": 3}))
+    api.on("PATCH", f"{TENANTS}/red", ok(deleting(finalizers=None, resourceVersion="101")))
+    remembered: list[dict[str, Any]] = []
 
-    assert await finalize(api, revoker, deleting()) == Done()
+    assert await finalize(api, revoker, deleting(), remembered=remembered) == Done()
 
     assert calls == ["DELETE https://maas-api.test/red/api-keys"]
     revoked = next(c for c in last_status(api)["conditions"] if c["type"] == "APIKeysRevoked")
@@ -93,6 +107,9 @@ async def test_keys_revoked_then_everything_released_then_the_finalizer_goes() -
     # Nothing else existed (every GET was 404): the finalizer patch is the last write.
     assert api.writes[-1] == ("PATCH", f"{TENANTS}/red")
     assert api.bodies("PATCH", f"{TENANTS}/red")[0]["metadata"]["finalizers"] is None
+    # The answer is remembered: a pass queued meanwhile finds no finalizer and sends nothing.
+    assert remembered[-1]["metadata"]["resourceVersion"] == "101"
+    assert not remembered[-1]["metadata"].get("finalizers")
     reads = api.requests("GET")
     assert reads.index(("GET", f"{CONFIG}/default-tenant")) < reads.index(("GET", CLAIMS))
 
@@ -162,4 +179,28 @@ async def test_a_misplaced_tenant_only_drops_its_claims_and_finalizer() -> None:
     assert await finalize(api, revoker, obj) == Done()
 
     assert calls == []
-    assert api.requests() == [("GET", CLAIMS), ("GET", path), ("PATCH", path)]
+    # The finalizer goes from the copy the pass started with: no read of the AITenant.
+    assert api.requests() == [("GET", CLAIMS), ("PATCH", path)]
+
+
+async def test_the_finalizer_is_removed_from_a_fresh_copy_after_a_conflict() -> None:
+    api = scripted()
+    fresh = deleting(resourceVersion="42")
+    api.on("GET", f"{TENANTS}/red", ok(fresh))
+    api.on(
+        "PATCH",
+        f"{TENANTS}/red",
+        status(409, "Conflict", "the object has been modified"),
+        ok(fresh),
+    )
+    revoker, _ = maas_api(httpx.Response(200, json={"revokedCount": 0}))
+
+    assert await finalize(api, revoker, deleting()) == Done()
+
+    patches = api.bodies("PATCH", f"{TENANTS}/red")
+    assert [p["metadata"]["resourceVersion"] for p in patches[-2:]] == ["100", "42"]
+    assert api.requests()[-3:] == [
+        ("PATCH", f"{TENANTS}/red"),
+        ("GET", f"{TENANTS}/red"),
+        ("PATCH", f"{TENANTS}/red"),
+    ]

@@ -159,6 +159,27 @@ def test_a_deleted_object_forgets_the_remembered_write() -> None:
     assert informer.get("ai-tenants", "a") is None
 
 
+def test_the_answer_to_removing_the_last_finalizer_is_served_until_the_deletion_arrives() -> None:
+    # The API server answers that write with the object at the version it deletes, which the
+    # informer already holds (with the finalizer): the answer is still the newer news.
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    deleting = tenant("a", "10")
+    deleting["metadata"] |= {"deletionTimestamp": "2026-01-01T00:00:00Z", "finalizers": ["f"]}
+    informer._apply("ADDED", deleting)
+    answer = json.loads(json.dumps(deleting))
+    answer["metadata"]["finalizers"] = None
+    informer.remember(answer)
+    informer._apply("MODIFIED", deleting)  # a late event of the same version changes nothing
+    assert not (informer.get("ai-tenants", "a") or {})["metadata"].get("finalizers")
+    informer._apply("DELETED", deleting)
+    assert informer.get("ai-tenants", "a") is None
+    assert informer._written == {}
+    # A copy of the same version that still has finalizers is no news.
+    informer._apply("ADDED", deleting)
+    informer.remember(json.loads(json.dumps(deleting)))
+    assert informer._written == {}
+
+
 def test_resource_versions_compare_as_integers() -> None:
     assert is_newer(tenant("a", "100"), tenant("a", "99"))
     assert not is_newer(tenant("a", "99"), tenant("a", "100"))
