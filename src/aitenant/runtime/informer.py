@@ -3,7 +3,8 @@
 * Resumes a cut watch from the last resourceVersion seen; relists on 410 Gone and emits the
   difference (adds, updates, deletes) so handlers never miss a change.
 * Reconnects with capped exponential backoff on any other error.
-* Objects are kept as compact JSON (a tenth of the memory of the same object as Python dicts,
+* Objects are kept as compact JSON deflated against the kind's first object
+  (``runtime/packing.py``: a small fraction of the memory of the same objects as Python dicts,
   which matters at thousands of objects), and handed out as fresh plain dicts (lightkube
   generic resources), the form the API sent, without ``metadata.managedFields``.
 * ``namespace="*"`` (the default) watches a namespaced kind in every namespace; pass None for
@@ -31,10 +32,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import Any, Literal
 
-import msgspec
 from lightkube import ApiError, AsyncClient
 
 from aitenant.runtime.lightkube_private import dict_resource, resource_kind
+from aitenant.runtime.packing import Packer, decode, encode
 
 log = logging.getLogger(__name__)
 
@@ -61,18 +62,6 @@ def as_dict(obj: Any) -> Obj:
     """``plain``, with keys and short strings interned: objects held as dicts for a while
     repeat the same keys, labels and values; sharing them roughly halves their memory."""
     return _shared(plain(obj))
-
-
-_ENCODER = msgspec.json.Encoder()
-_DECODER = msgspec.json.Decoder()
-
-
-def pack(obj: Obj) -> bytes:
-    return _ENCODER.encode(obj)
-
-
-def unpack(data: bytes) -> Obj:
-    return _DECODER.decode(data)
 
 
 SHARED_MAX = 64  # longer strings (certificates, long messages) are rarely repeated
@@ -145,7 +134,8 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
         self.synced = asyncio.Event()
-        self._store: dict[ObjKey, bytes] = {}  # packed
+        self._store: dict[ObjKey, bytes] = {}  # packed (runtime/packing.py)
+        self._packer = Packer()
         self._written: dict[ObjKey, Obj] = {}  # our writes the watch has not delivered yet
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
@@ -158,7 +148,7 @@ class Informer:
     # -- read side ---------------------------------------------------------------------------
     def _stored(self, key: ObjKey) -> Obj | None:
         packed = self._store.get(key)
-        return None if packed is None else unpack(packed)
+        return None if packed is None else self._packer.unpack(packed)
 
     def get(self, namespace: str, name: str) -> Obj | None:
         """A fresh copy of the object (the caller may change it), or None."""
@@ -168,7 +158,7 @@ class Informer:
         if written is None:
             return stored
         if stored is not None and supersedes(written, stored):
-            return unpack(pack(written))
+            return decode(encode(written))  # a fresh copy for the caller
         del self._written[key]  # the watch caught up, or the object is gone
         return stored
 
@@ -180,7 +170,7 @@ class Informer:
             self._written[key] = as_dict(self._keep(obj))
 
     def list(self) -> list[Obj]:
-        return [unpack(packed) for packed in self._store.values()]
+        return [self._packer.unpack(packed) for packed in self._store.values()]
 
     def __len__(self) -> int:
         return len(self._store)
@@ -194,7 +184,7 @@ class Informer:
             self._index_funcs[name] = func
             index: defaultdict[str, set[ObjKey]] = defaultdict(set)
             for key, packed in self._store.items():
-                for value in func(unpack(packed)):
+                for value in func(self._packer.unpack(packed)):
                     index[value].add(key)
             self._indexes[name] = index
 
@@ -206,7 +196,7 @@ class Informer:
         with self._index_lock:
             keys = self._indexes[name].get(value, ())
             packed = [self._store[k] for k in keys if k in self._store]
-        return [unpack(p) for p in packed]
+        return [self._packer.unpack(p) for p in packed]
 
     def add_handler(self, handler: Handler) -> None:
         self._handlers.append(handler)
@@ -241,7 +231,7 @@ class Informer:
                 self._store.pop(key, None)
                 self._written.pop(key, None)
             else:
-                self._store[key] = pack(obj)
+                self._store[key] = self._packer.pack(obj)
                 self._index_add(key, obj)
                 if old is not None:
                     event = "MODIFIED"
@@ -265,7 +255,7 @@ class Informer:
 
     def _drop_unlisted(self, seen: set[ObjKey]) -> None:
         for key in [k for k in self._store if k not in seen]:
-            self._apply("DELETED", unpack(self._store[key]))
+            self._apply("DELETED", self._packer.unpack(self._store[key]))
 
     def _replace_all(self, objs: list[Obj]) -> None:
         self._drop_unlisted({self._merge(obj) for obj in objs})
