@@ -213,8 +213,15 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         reads=reads,
         finalize=finalizer,
     )
+    # A controller waits for the caches its passes read that sync on any cluster; the Gateway's
+    # and the platform's CRDs may be missing, and a pass reads those from the API until their
+    # informers have synced.
     controller = Controller(
-        "aitenant", reconciler.reconcile, metrics=metrics, workers=settings.workers
+        "aitenant",
+        reconciler.reconcile,
+        metrics=metrics,
+        workers=settings.workers,
+        caches=[tenants, configs, claims, roles, namespaces, legacy_tenants],
     )
     config_reconciler = TenantConfigReconciler(
         client=client,
@@ -227,7 +234,11 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
         cache=platform_cache,
     )
     config_controller = Controller(
-        "maastenantconfig", config_reconciler.reconcile, metrics=metrics, workers=settings.workers
+        "maastenantconfig",
+        config_reconciler.reconcile,
+        metrics=metrics,
+        workers=settings.workers,
+        caches=[tenants, configs, db_secret, *platform_cache.built_in_informers],
     )
 
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -279,6 +290,9 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
             retry_period=settings.leader_elect_retry_period,
         )
     manager = Manager(
+        # Listed in this order at start (runtime/manager.py): what an AITenant pass reads
+        # first, then the platform cache's (added below), so the first passes need not wait
+        # for the platform's larger caches.
         informers=[
             tenants,
             configs,

@@ -66,7 +66,7 @@ class PlatformCache:
                 kind.resource,
                 namespace=namespace,
                 labels=None if (kind, namespace) == whole else selector,
-                max_backoff=CRD_RETRY_MAX if "." in kind.group else 30.0,
+                max_backoff=30.0 if kind.built_in else CRD_RETRY_MAX,
                 optional=kind in kinds.CRONJOB_VERSIONS,
             )
             informer.add_index(TENANT_INDEX, _tenant_of)
@@ -75,6 +75,12 @@ class PlatformCache:
     @property
     def informers(self) -> list[Informer]:
         return list(self._informers.values())
+
+    @property
+    def built_in_informers(self) -> list[Informer]:
+        """The informers that sync on any cluster: built-in kinds (a CronJob version the API
+        server does not serve syncs empty). One of a CRD's kinds waits for its CRD."""
+        return [informer for (kind, _), informer in self._informers.items() if kind.built_in]
 
     def add_handler(self, handler: Handler) -> None:
         for informer in self._informers.values():

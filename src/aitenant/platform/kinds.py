@@ -13,6 +13,9 @@ from typing import Any
 
 from aitenant.runtime.lightkube_private import resource_class
 
+# Served by every Kubernetes API server; the platform's other kinds come with CRDs.
+BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "networking.k8s.io", "rbac.authorization.k8s.io"})
+
 
 @dataclass(frozen=True)
 class Kind:
@@ -30,6 +33,11 @@ class Kind:
     @property
     def version(self) -> str:
         return self.api_version.rpartition("/")[2]
+
+    @property
+    def built_in(self) -> bool:
+        """Served by every Kubernetes API server (the others come with CRDs that may be absent)."""
+        return self.group in BUILT_IN_GROUPS
 
     @property
     def resource(self) -> Any:

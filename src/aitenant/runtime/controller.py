@@ -18,11 +18,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
 from aitenant.errors import StepFailed
+from aitenant.runtime.informer import Informer
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.queue import ShutDown, WorkQueue
 
@@ -82,9 +83,13 @@ class Controller:
         metrics: Metrics,
         workers: int = 4,
         queue: WorkQueue[Key] | None = None,
+        caches: Sequence[Informer] = (),
     ) -> None:
         self.name = name
         self.reconcile = reconcile
+        # The informers its passes read: the workers start once these have synced (a pass
+        # before that would read from the API what the cache is about to hold).
+        self.caches = tuple(caches)
         self.metrics = metrics
         self.workers = workers
         self.queue: WorkQueue[Key] = queue or WorkQueue()
@@ -95,8 +100,17 @@ class Controller:
         self.metrics.queue_depth.labels(self.name).set(len(self.queue))
 
     async def run(self) -> None:
-        """Run the workers until cancelled."""
+        """Wait for the caches, then run the workers until cancelled."""
         try:
+            started = time.monotonic()
+            await asyncio.gather(*(informer.synced.wait() for informer in self.caches))
+            log.info(
+                "controller %s: caches synced in %.2f s (%d objects); starting %d workers",
+                self.name,
+                time.monotonic() - started,
+                sum(len(informer) for informer in self.caches),
+                self.workers,
+            )
             async with asyncio.TaskGroup() as group:
                 for _ in range(self.workers):
                     group.create_task(self._worker())

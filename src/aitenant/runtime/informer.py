@@ -25,6 +25,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import sys
 import threading
@@ -276,15 +277,17 @@ class Informer:
         self._drop_unlisted(seen)
         return version
 
-    async def run(self) -> None:
-        """List and watch until cancelled."""
+    async def run(self, lists: asyncio.Semaphore | None = None) -> None:
+        """List and watch until cancelled. Each list (the first, any relist) holds a slot of
+        ``lists``, which bounds how many informers list at once."""
         version = ""
         backoff = initial = min(0.5, self.max_backoff)
         need_list = True
         while True:
             try:
                 if need_list:
-                    version = await self._list()
+                    async with lists if lists is not None else contextlib.nullcontext():
+                        version = await self._list()
                     need_list = False
                     self.synced.set()
                 kwargs: dict[str, Any] = {
