@@ -60,18 +60,22 @@ def test_controller_imports_are_project_dependencies():
     assert not missing, f"imported but not in [project].dependencies: {missing}"
 
 
-def test_the_controller_does_not_load_pydantic():
-    # pydantic is the charm's; in the controller it cost 140 ms and 8 MB at every start
-    # (docs/design.md §9.4).
-    code = "import sys, aitenant.app; print(sorted(m for m in sys.modules if 'pydantic' in m))"
-    out = subprocess.run(
+def _fresh_python(code: str) -> str:
+    """What ``code`` prints in a new interpreter that sees only our source trees."""
+    return subprocess.run(
         [sys.executable, "-c", code],
         check=True,
         capture_output=True,
         text=True,
         env={"PYTHONPATH": f"{SRC}:{ROOT / 'lib'}", "PATH": "/usr/bin:/bin"},
     ).stdout
-    assert out.strip() == "[]"
+
+
+def test_the_controller_does_not_load_pydantic():
+    # pydantic is the charm's; in the controller it cost 140 ms and 8 MB at every start
+    # (docs/design.md §9.4).
+    code = "import sys, aitenant.app; print(sorted(m for m in sys.modules if 'pydantic' in m))"
+    assert _fresh_python(code).strip() == "[]"
 
 
 def _modules_the_charm_loads() -> list[Path]:
@@ -80,14 +84,7 @@ def _modules_the_charm_loads() -> list[Path]:
         "print(json.dumps(sorted(m.__file__ for n, m in sys.modules.items() "
         "if n.split('.')[0] == 'aitenant' and getattr(m, '__file__', None))))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        check=True,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": f"{SRC}:{ROOT / 'lib'}", "PATH": "/usr/bin:/bin"},
-    ).stdout
-    return [Path(p) for p in json.loads(out)]
+    return [Path(p) for p in json.loads(_fresh_python(code))]
 
 
 def test_charm_imports_are_exactly_in_the_charm_group():
