@@ -100,10 +100,7 @@ class ConfigCleanup:
 async def remove_finalizer(
     client: AsyncClient, config: Obj, remember: Callable[[Obj], None]
 ) -> None:
-    """Drop our finalizer; the answer is remembered, so a pass queued meanwhile (the platform's
-    deletions wake the config) finds it gone and sends nothing."""
-    updated = await drop_finalizer(
-        client, MaasTenantConfig, config, contract.TENANT_CONFIG_FINALIZER
+    # The platform's deletions wake the config: remembered, the answer spares those passes.
+    await drop_finalizer(
+        client, MaasTenantConfig, config, contract.TENANT_CONFIG_FINALIZER, remember
     )
-    if updated is not None:
-        remember(updated)

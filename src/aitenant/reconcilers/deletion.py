@@ -44,7 +44,7 @@ from aitenant.platform import kinds
 from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers import conditions, infra_labels, ownership
 from aitenant.reconcilers.aitenant import TenantContext, check_placement, claim_owned_by
-from aitenant.reconcilers.finalizers import drop_finalizer
+from aitenant.reconcilers.finalizers import drop_finalizer, ensure_finalizer
 from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.reconcilers.watches import CLAIM_OWNER_INDEX
@@ -177,18 +177,14 @@ class TenantFinalizer:
             return True
         if meta.get("deletionTimestamp"):
             return False
-        finalizers = list(meta.get("finalizers") or [])
-        if contract.TENANT_CONFIG_FINALIZER not in finalizers:
-            # Guarantees the MaaS cleanup runs before the config disappears.
-            patch = {
-                "metadata": {
-                    "finalizers": [*finalizers, contract.TENANT_CONFIG_FINALIZER],
-                    "resourceVersion": meta["resourceVersion"],
-                }
-            }
-            await self.client.patch(
-                MaasTenantConfig, name, patch, namespace=ns, patch_type=PatchType.MERGE
-            )
+        # Guarantees the MaaS cleanup runs before the config disappears.
+        await ensure_finalizer(
+            self.client,
+            MaasTenantConfig,
+            config,
+            contract.TENANT_CONFIG_FINALIZER,
+            lambda updated: self.reads.remember(MaasTenantConfig, updated),
+        )
         try:
             await self.client.delete(MaasTenantConfig, name, namespace=ns)
         except ApiError as exc:
@@ -318,23 +314,22 @@ class TenantFinalizer:
         """Remove our finalizer from the latest copy the pass knows (its status write's answer,
         else the informer's); its resourceVersion guards the list. On a conflict the object is
         read once from the API and the removal tried again."""
+        # Rebased on the answer, a pass queued meanwhile (a Role's deletion wakes the tenant)
+        # finds the finalizer gone and sends nothing, even before the watch reports the deletion.
         obj = status.obj
         try:
-            updated = await drop_finalizer(self.client, AITenant, obj, contract.AITENANT_FINALIZER)
+            await drop_finalizer(
+                self.client, AITenant, obj, contract.AITENANT_FINALIZER, status.rebase
+            )
         except ApiError as exc:
             if not is_conflict(exc):
                 raise
             meta = obj["metadata"]
             latest = await get_or_none(self.client, AITenant, meta["name"], meta["namespace"])
-            if latest is None:
-                return
-            updated = await drop_finalizer(
-                self.client, AITenant, dict(latest), contract.AITENANT_FINALIZER
-            )
-        if updated is not None:
-            # A pass queued meanwhile (a Role's deletion wakes the tenant) then finds the
-            # finalizer gone and sends nothing, even before the watch reports the deletion.
-            status.rebase(updated)
+            if latest is not None:
+                await drop_finalizer(
+                    self.client, AITenant, dict(latest), contract.AITENANT_FINALIZER, status.rebase
+                )
 
     # -- deletion timeout ----------------------------------------------------------------------
     async def force_cleanup(self, ctx: TenantContext, status: StatusWriter) -> Result:

@@ -40,12 +40,16 @@ async def ensure_finalizer(
 
 
 async def drop_finalizer(
-    client: AsyncClient, resource: Any, obj: dict[str, Any], finalizer: str
-) -> dict[str, Any] | None:
+    client: AsyncClient,
+    resource: Any,
+    obj: dict[str, Any],
+    finalizer: str,
+    remember: Callable[[dict[str, Any]], None],
+) -> None:
     """Merge-patch ``finalizer`` out of ``obj``; its resourceVersion guards the list we write.
-    Returns the object as the API server answered, or None when it is already gone.
-
-    A conflict is raised (the caller retries on a fresh copy).
+    The answer is handed to ``remember``: for the last finalizer it is the object at the version
+    it is deleted at, so a pass queued meanwhile finds nothing left to do. An object already
+    gone is fine; a conflict is raised (the caller retries on a fresh copy).
     """
     meta = obj["metadata"]
     remaining = [f for f in meta.get("finalizers") or [] if f != finalizer]
@@ -59,5 +63,5 @@ async def drop_finalizer(
     except ApiError as exc:
         if not is_not_found(exc):
             raise
-        return None
-    return dict(updated)
+        return
+    remember(dict(updated))

@@ -130,22 +130,26 @@ async def test_a_failed_revocation_blocks_the_deletion_and_is_retried_with_backo
     assert ("GET", f"{CONFIG}/default-tenant") not in api.requests(), "no step after it ran"
 
 
-async def test_the_config_cleanup_is_awaited() -> None:
-    api = scripted()
-    config = {
+def owned_config(*finalizers: str) -> dict[str, Any]:
+    return {
         "apiVersion": contract.API_VERSION,
         "kind": "MaasTenantConfig",
         "metadata": {
             "name": "default-tenant",
             "namespace": "ai-tenant-red",
             "resourceVersion": "3",
-            "finalizers": [contract.TENANT_CONFIG_FINALIZER],
+            "finalizers": list(finalizers),
             "annotations": {
                 contract.ANNOTATION_AITENANT_NAME: "red",
                 contract.ANNOTATION_AITENANT_NAMESPACE: NS,
             },
         },
     }
+
+
+async def test_the_config_cleanup_is_awaited() -> None:
+    api = scripted()
+    config = owned_config(contract.TENANT_CONFIG_FINALIZER)
     api.on("GET", f"{CONFIG}/default-tenant", ok(config))
     api.on("DELETE", f"{CONFIG}/default-tenant", ok({"kind": "Status", "status": "Success"}))
     revoker, _ = maas_api(httpx.Response(200, json={"revokedCount": 0}))
@@ -154,6 +158,26 @@ async def test_the_config_cleanup_is_awaited() -> None:
 
     assert api.writes[-1] == ("DELETE", f"{CONFIG}/default-tenant")
     assert ("PATCH", f"{TENANTS}/red") not in api.writes
+
+
+async def test_a_config_without_the_cleanup_finalizer_gets_it_before_its_delete() -> None:
+    api = scripted()
+    api.on("GET", f"{CONFIG}/default-tenant", ok(owned_config("someone-else")))
+    api.on("PATCH", f"{CONFIG}/default-tenant", echo(200, rv="4"))
+    api.on("DELETE", f"{CONFIG}/default-tenant", ok({"kind": "Status", "status": "Success"}))
+    revoker, _ = maas_api(httpx.Response(200, json={"revokedCount": 0}))
+
+    assert await finalize(api, revoker, deleting()) == RequeueAfter(5)
+
+    assert api.writes[-2:] == [
+        ("PATCH", f"{CONFIG}/default-tenant"),
+        ("DELETE", f"{CONFIG}/default-tenant"),
+    ]
+    (patch,) = api.bodies("PATCH", f"{CONFIG}/default-tenant")
+    assert patch["metadata"] == {
+        "finalizers": ["someone-else", contract.TENANT_CONFIG_FINALIZER],
+        "resourceVersion": "3",
+    }
 
 
 async def test_after_the_timeout_cleanup_is_forced_without_revocation() -> None:
