@@ -140,7 +140,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         _check_url_template(self.maas_api_url_template)
         level = self.log_level.lower()
         if level not in _LOG_LEVELS:
-            raise _field_error("log_level", "must be one of debug, info, warning, error")
+            raise _field_error("log_level", f"must be one of {', '.join(_LOG_LEVELS)}")
         force_setattr(self, "log_level", level)
         if not (
             self.leader_elect_retry_period
