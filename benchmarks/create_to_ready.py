@@ -231,16 +231,9 @@ async def run(sequential: int, burst: int) -> None:
             bench.record("burst_s", max(seen.values()) - started)
 
             after_metrics = controller.metrics()
-            after = bench.api_by_verb(after_metrics)
             total = sequential + burst
-            per_tenant = {
-                verb: (after.get(verb, 0) - before.get(verb, 0)) / total
-                for verb in sorted(set(after) | set(before))
-            }
-            print(
-                "API requests per tenant: "
-                + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
-            )
+            per_tenant = bench.by_verb_per_tenant(before, bench.api_by_verb(after_metrics), total)
+            print(f"API requests per tenant: {bench.verbs_line(per_tenant)}")
             passes = bench.reconciles_by_controller(after_metrics) - bench.reconciles_by_controller(
                 before_metrics
             )
@@ -251,10 +244,7 @@ async def run(sequential: int, burst: int) -> None:
             await asyncio.sleep(2)  # the audit log is written asynchronously
             created = audit.take()
             print(f"  by verb and resource (audit log): {breakdown(created, total)}")
-            bench.record(
-                "requests_per_tenant",
-                sum(n for verb, n in per_tenant.items() if verb != "WATCH"),
-            )
+            bench.record("requests_per_tenant", bench.requests(per_tenant))
             print(f"controller peak RSS after {total} tenants: {controller.peak_rss_mb():.0f} MB")
             bench.record("peak_rss_mb", controller.peak_rss_mb())
 
@@ -332,23 +322,17 @@ async def delete_all(
     await asyncio.gather(*(client.delete(AITenant, n, namespace=AITENANT_NS) for n in names))
     await wait_all(client, AITENANT_NS, names, gone=True, timeout=600)
     took = time.monotonic() - started
-    after = bench.api_by_verb(controller.metrics())
-    per_tenant = {
-        verb: (after.get(verb, 0) - before.get(verb, 0)) / len(names)
-        for verb in sorted(set(after) | set(before))
-    }
+    per_tenant = bench.by_verb_per_tenant(
+        before, bench.api_by_verb(controller.metrics()), len(names)
+    )
     print(
         f"deletion: {len(names)} tenants deleted at once, all gone after {took:.1f} s; "
-        "API requests per tenant: "
-        + ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
+        f"API requests per tenant: {bench.verbs_line(per_tenant)}"
     )
     await asyncio.sleep(2)  # the audit log is written in batches
     print(f"  by verb and resource (audit log): {breakdown(audit.take(), len(names))}")
     bench.record("delete_all_s", took)
-    bench.record(
-        "deletion_requests_per_tenant",
-        sum(n for verb, n in per_tenant.items() if verb != "WATCH"),
-    )
+    bench.record("deletion_requests_per_tenant", bench.requests(per_tenant))
     bench.record("deletion_gets_per_tenant", per_tenant.get("GET", 0))
 
 

@@ -62,11 +62,7 @@ def reconciles(port: int, controller: str) -> int:
 
 
 def per_tenant(after: dict[str, float], before: dict[str, float], tenants: int) -> str:
-    return ", ".join(
-        f"{verb} {(after.get(verb, 0) - before.get(verb, 0)) / tenants:.1f}"
-        for verb in sorted(after)
-        if after.get(verb, 0) - before.get(verb, 0)
-    )
+    return bench.verbs_line(bench.by_verb_per_tenant(before, after, tenants))
 
 
 async def webhook_p99(url: str, ca_file: Path, n: int = 400) -> float:

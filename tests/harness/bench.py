@@ -109,6 +109,25 @@ def api_by_verb(metrics: dict[str, float]) -> dict[str, float]:
     return totals
 
 
+def by_verb_per_tenant(
+    before: dict[str, float], after: dict[str, float], tenants: int
+) -> dict[str, float]:
+    """The controller's requests between two scrapes of its /metrics, by verb, per tenant."""
+    return {
+        verb: (after.get(verb, 0) - before.get(verb, 0)) / tenants
+        for verb in sorted(set(after) | set(before))
+    }
+
+
+def verbs_line(per_tenant: dict[str, float]) -> str:
+    return ", ".join(f"{verb} {n:.1f}" for verb, n in per_tenant.items() if n)
+
+
+def requests(per_tenant: dict[str, float]) -> float:
+    """Requests per tenant, watches left out (they stream; they are not work per tenant)."""
+    return sum(n for verb, n in per_tenant.items() if verb != "WATCH")
+
+
 def reconciles_by_controller(metrics: dict[str, float]) -> Counter[str]:
     """Reconcile passes finished (any outcome), by controller."""
     counts: Counter[str] = Counter()
