@@ -13,8 +13,10 @@ otherwise fetch the same document.
 from __future__ import annotations
 
 import asyncio
+import functools
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from lightkube import AsyncClient
@@ -46,6 +48,14 @@ def http_fetch(client: AsyncClient) -> Fetch:
     return fetch
 
 
+@dataclass
+class _SharedFetch:
+    """One discovery request in flight and how many passes await it."""
+
+    task: asyncio.Future[frozenset[str]]
+    waiters: int = 0
+
+
 class ApiDiscovery:
     def __init__(
         self,
@@ -60,7 +70,7 @@ class ApiDiscovery:
         self.ttl_missing = ttl_missing
         self.clock = clock
         self._cache: dict[str, tuple[float, frozenset[str]]] = {}
-        self._fetching: dict[str, asyncio.Future[frozenset[str]]] = {}
+        self._fetching: dict[str, _SharedFetch] = {}
 
     async def resources(self, api_version: str) -> frozenset[str]:
         """Plural names served under ``api_version`` (empty when the version is not served)."""
@@ -68,18 +78,28 @@ class ApiDiscovery:
         cached = self._cache.get(api_version)
         if cached is not None and now < cached[0]:
             return cached[1]
-        pending = self._fetching.get(api_version)
-        if pending is None:
-            pending = asyncio.ensure_future(self._fetch(api_version))
-            self._fetching[api_version] = pending
-            pending.add_done_callback(lambda done: self._fetched(api_version, done))
-        # shield: one waiter being cancelled must not cancel the fetch the others wait for.
-        return await asyncio.shield(pending)
+        fetch = self._fetching.get(api_version)
+        if fetch is None or fetch.task.cancelled():
+            fetch = self._fetching[api_version] = _SharedFetch(
+                asyncio.ensure_future(self._fetch(api_version))
+            )
+            fetch.task.add_done_callback(functools.partial(self._fetched, api_version, fetch))
+        fetch.waiters += 1
+        try:
+            # shield: one waiter being cancelled must not cancel the fetch the others wait for.
+            return await asyncio.shield(fetch.task)
+        finally:
+            fetch.waiters -= 1
+            if fetch.waiters == 0:
+                # Nobody waits any more (the process is stopping, say): end the fetch rather
+                # than let it run on after the client has closed. A no-op once it is done.
+                fetch.task.cancel()
 
-    def _fetched(self, api_version: str, done: asyncio.Future[frozenset[str]]) -> None:
-        self._fetching.pop(api_version, None)
-        if not done.cancelled():
-            done.exception()  # seen by the waiters; mark it retrieved should all have left
+    def _fetched(self, api_version: str, fetch: _SharedFetch, _: object) -> None:
+        if self._fetching.get(api_version) is fetch:
+            del self._fetching[api_version]
+        if not fetch.task.cancelled():
+            fetch.task.exception()  # seen by the waiters; mark it retrieved should all have left
 
     async def _fetch(self, api_version: str) -> frozenset[str]:
         doc = await self.fetch(discovery_path(api_version))

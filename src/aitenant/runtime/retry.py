@@ -4,7 +4,8 @@ A GET or LIST is idempotent, so a 429, a 5xx or a broken connection is retried t
 50 ms and 100 ms (or the server's Retry-After, up to 1 s), before the reconcile sees it. A
 pass makes several reads; without this, a few percent of faulty answers fail most passes and
 push tenants into minutes of backoff. Writes and watches are never retried here: a write's
-outcome may be unknown, and an informer resumes its own watch.
+outcome may be unknown, and an informer resumes its own watch. Nor is a read cut short by
+closing the client.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ class RetryReads(httpx2.AsyncBaseTransport):
         self.attempts = attempts
         self.base_delay = base_delay
         self.on_retry = on_retry
+        self._closed = False
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         if request.method != "GET" or is_watch(request):
@@ -47,6 +49,8 @@ class RetryReads(httpx2.AsyncBaseTransport):
             try:
                 response = await self.inner.handle_async_request(request)
             except httpx2.TransportError:
+                if self._closed:  # cut by closing the client: nothing transient about it
+                    raise
                 wait = delay
             else:
                 if response.status_code not in RETRIED_CODES:
@@ -59,4 +63,5 @@ class RetryReads(httpx2.AsyncBaseTransport):
         return await self.inner.handle_async_request(request)
 
     async def aclose(self) -> None:
+        self._closed = True
         await self.inner.aclose()

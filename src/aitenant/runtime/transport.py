@@ -94,12 +94,17 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         self._ssl = ssl_context
         self._limit = limit
         self._sessions: dict[bool, aiohttp.ClientSession] = {}
+        self._closed = False
 
     def _open(self, watch: bool) -> aiohttp.ClientSession:
         import aiohttp
 
+        if self._closed:
+            # A request that began before the client closed (a retried read, say) must not open
+            # a session that nobody would close again.
+            raise RuntimeError("the API client's transport is closed")
         session = self._sessions.get(watch)
-        if session is None or session.closed:
+        if session is None:
             session = self._sessions[watch] = aiohttp.ClientSession(
                 # 0: no cap; every watch needs a connection of its own.
                 connector=aiohttp.TCPConnector(ssl=self._ssl, limit=0 if watch else self._limit),
@@ -146,6 +151,7 @@ class AiohttpTransport(httpx2.AsyncBaseTransport):
         )
 
     async def aclose(self) -> None:
+        self._closed = True
         sessions = list(self._sessions.values())
         self._sessions.clear()
         for session in sessions:

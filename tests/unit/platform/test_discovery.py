@@ -135,3 +135,31 @@ async def test_a_failed_fetch_reaches_every_waiter_and_the_next_pass_asks_again(
     assert all(isinstance(o, httpx2.ConnectError) for o in outcomes)
     assert await discovery.serves(kinds.CRONJOB_V1)
     assert calls == 2
+
+
+async def test_a_fetch_nobody_awaits_any_more_is_cancelled_and_the_next_pass_asks_again() -> None:
+    # A stopping process cancels its passes; their fetch must not run on after the client closes.
+    started: list[str] = []
+    cancelled: list[str] = []
+    release = asyncio.Event()
+
+    async def held_fetch(path: str) -> dict[str, Any] | None:
+        started.append(path)
+        try:
+            await release.wait()
+        except asyncio.CancelledError:
+            cancelled.append(path)
+            raise
+        return {"resources": [{"name": "cronjobs"}]}
+
+    discovery = ApiDiscovery(held_fetch)
+    waiters = [asyncio.ensure_future(discovery.serves(kinds.CRONJOB_V1)) for _ in range(2)]
+    await asyncio.sleep(0)
+    for waiter in waiters:
+        waiter.cancel()
+    await asyncio.gather(*waiters, return_exceptions=True)
+    await asyncio.sleep(0)
+    assert cancelled == ["/apis/batch/v1"]
+    release.set()
+    assert await discovery.serves(kinds.CRONJOB_V1)
+    assert started == ["/apis/batch/v1", "/apis/batch/v1"]

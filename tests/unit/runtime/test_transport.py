@@ -13,6 +13,7 @@ import httpx2
 import pytest
 from aiohttp import web
 
+from aitenant.runtime.retry import RetryReads
 from aitenant.runtime.transport import AiohttpTransport
 
 
@@ -48,7 +49,8 @@ async def gzipped(_: web.Request) -> web.Response:
     )
 
 
-async def slow(_: web.Request) -> web.Response:
+async def slow(request: web.Request) -> web.Response:
+    request.app[SLOW_CALLS].append(request.path)
     await asyncio.sleep(2)
     return web.Response(text="late")
 
@@ -64,6 +66,7 @@ async def cut(request: web.Request) -> web.StreamResponse:
 
 HELD = web.AppKey("held", asyncio.Event)
 PEERS = web.AppKey("peers", set[int])
+SLOW_CALLS = web.AppKey("slow_calls", list[str])
 
 
 async def hold(request: web.Request) -> web.StreamResponse:
@@ -91,10 +94,12 @@ async def peer(request: web.Request) -> web.Response:
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[str]:
+async def served() -> AsyncIterator[tuple[str, web.Application]]:
+    """The test server's URL and its application (which records what it was asked)."""
     app = web.Application()
     app[HELD] = asyncio.Event()
     app[PEERS] = set()
+    app[SLOW_CALLS] = []
     app.router.add_get("/hold", hold)
     app.router.add_get("/release", release)
     app.router.add_get("/peer", peer)
@@ -109,9 +114,14 @@ async def server() -> AsyncIterator[str]:
     await site.start()
     port = runner.addresses[0][1]
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://127.0.0.1:{port}", app
     finally:
         await runner.cleanup()
+
+
+@pytest.fixture
+def server(served: tuple[str, web.Application]) -> str:
+    return served[0]
 
 
 @pytest.fixture
@@ -174,15 +184,36 @@ async def test_a_body_cut_short_is_a_transport_error(http: httpx2.AsyncClient) -
         await http.get("/cut")
 
 
-async def test_closing_ends_the_session_and_a_new_request_opens_another(
+async def test_a_closed_transport_refuses_requests_instead_of_opening_a_new_session(
     server: str,
 ) -> None:
     transport = AiohttpTransport(ssl.create_default_context())
     client = httpx2.AsyncClient(base_url=server, transport=transport)
     assert (await client.get("/echo")).status_code == 200
     await transport.aclose()
-    assert (await client.get("/echo")).status_code == 200
+    with pytest.raises(RuntimeError, match="closed"):
+        await client.get("/echo")
     await client.aclose()
+
+
+async def test_a_read_cut_by_closing_the_client_is_not_retried_on_a_new_session(
+    served: tuple[str, web.Application],
+) -> None:
+    server, app = served
+    # A retried read used to reach the transport after the client had closed it, and opened a
+    # session nobody would close again (an "Unclosed client session" at interpreter exit).
+    retried: list[None] = []
+    transport = RetryReads(
+        AiohttpTransport(ssl.create_default_context()), on_retry=lambda: retried.append(None)
+    )
+    client = httpx2.AsyncClient(base_url=server, transport=transport, timeout=5.0)
+    read = asyncio.ensure_future(client.get("/slow"))
+    await asyncio.sleep(0.2)
+    await client.aclose()
+    with pytest.raises((httpx2.TransportError, RuntimeError)):
+        await read
+    await asyncio.sleep(0.3)  # past the first retry's delay
+    assert (len(retried), app[SLOW_CALLS]) == (0, ["/slow"])
 
 
 async def test_requests_share_the_capped_pool_and_watches_do_not_count_against_it(
