@@ -95,6 +95,43 @@ DB_URL_KEY = "DB_CONNECTION_URL"
 class FirstRollout(Exception):
     """The platform was just written for the first time; no status until it had a moment."""
 
+    def __init__(self, seconds_left: float) -> None:
+        super().__init__(seconds_left)
+        self.seconds_left = seconds_left
+
+
+class FirstRollouts:
+    """A new tenant's first rollout gets ``window`` seconds before its config says it waits.
+
+    The pass that writes a platform whose config has no Ready condition yet opens the window;
+    passes within it that find the Deployment not Available write no status. Without the window,
+    a pass woken by one of the platform's own watch events (which arrive while the Deployment is
+    still rolling out) wrote a "waiting for Deployment" status only for the next pass to replace
+    it with Ready: one status write in two new tenants, on the way to Ready.
+    """
+
+    def __init__(self, window: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.window = window
+        self.clock = clock
+        self._deadlines: dict[Key, float] = {}
+
+    def seconds_left(self, key: Key, *, wrote_platform: bool) -> float | None:
+        """What is left of ``key``'s window (opening one when ``wrote_platform``); None: no
+        window is open, so the pass reports what it found."""
+        now = self.clock()
+        deadline = self._deadlines.get(key)
+        if deadline is None and wrote_platform:
+            deadline = self._deadlines[key] = now + self.window
+        if deadline is None:
+            return None
+        if now >= deadline:
+            del self._deadlines[key]
+            return None
+        return deadline - now
+
+    def end(self, key: Key) -> None:
+        self._deadlines.pop(key, None)
+
 
 def tenant_identity(config: Obj) -> str:
     """The tenant a config belongs to (its ``tenant-name`` label), or StepFailed."""
@@ -238,11 +275,13 @@ class TenantConfigReconciler:
         )
         # The config generation the user-metrics privacy warning was last logged for.
         self._warned_user_metrics: dict[Key, int] = {}
+        self.first_rollouts = FirstRollouts(REQUEUE_FIRST_ROLLOUT)
 
     async def reconcile(self, key: Key) -> Result:
         config = self.get_config(key.namespace, key.name)
         if config is None:
             self.tracked.forget(key)
+            self.first_rollouts.end(key)
             return Done()
         if not in_scope(config, self.settings):
             if has_leftover_finalizer(config, self.settings):
@@ -268,8 +307,8 @@ class TenantConfigReconciler:
         status.status["infraNamespace"] = self.settings.app_namespace
         try:
             result = await self._reconcile_live(key, config, status)
-        except FirstRollout:
-            return RequeueAfter(REQUEUE_FIRST_ROLLOUT)
+        except FirstRollout as rollout:
+            return RequeueAfter(rollout.seconds_left)
         except StepFailed as failure:
             status.set_phase(failure.phase, failure.reason, failure.message)
             await status.flush()
@@ -339,19 +378,19 @@ class TenantConfigReconciler:
             )
         deployment = report.live.get(("apps", "Deployment", infra, names.api))
         if not deployment_available(deployment):
-            if (
-                report.writes
-                and conditions.find_condition(status.status, contract.CONDITION_READY) is None
-            ):
-                # A new tenant's first rollout has just started: its Deployment's watch brings
-                # us back in a moment, usually Available (one status write, not two).
-                raise FirstRollout
+            if conditions.find_condition(status.status, contract.CONDITION_READY) is None:
+                # A new tenant's first rollout: its Deployment's watch brings us back in a
+                # moment, usually Available (one status write, not two).
+                left = self.first_rollouts.seconds_left(key, wrote_platform=bool(report.writes))
+                if left is not None:
+                    raise FirstRollout(left)
             raise StepFailed(
                 Reason.MAAS_API_NOT_AVAILABLE,
                 f"waiting for Deployment {infra}/{names.api} to become available",
                 phase=contract.PHASE_PENDING,
                 requeue_after=REQUEUE_NOT_AVAILABLE,
             )
+        self.first_rollouts.end(key)
         status.set_phase(
             contract.PHASE_ACTIVE, Reason.RECONCILED, contract.ConfigMessage.RECONCILED
         )

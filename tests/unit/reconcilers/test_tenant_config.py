@@ -17,6 +17,7 @@ from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.render import Telemetry
 from aitenant.reconcilers.tenant_config import (
+    FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
     replicas_for,
@@ -203,3 +204,22 @@ def test_user_metrics_privacy_warning_once_per_generation(
     assert len(warnings) == 2
     assert all(r.levelno == logging.WARNING for r in warnings)
     assert "personal data" in warnings[0].getMessage()
+
+
+def test_a_first_rollout_holds_the_waiting_status_for_its_window_only() -> None:
+    now = [100.0]
+    rollouts = FirstRollouts(2.0, clock=lambda: now[0])
+    red, blue = Key("ai-tenant-red", "default-tenant"), Key("ai-tenant-blue", "default-tenant")
+    # Nothing written yet: no window, the pass says what it found.
+    assert rollouts.seconds_left(red, wrote_platform=False) is None
+    assert rollouts.seconds_left(red, wrote_platform=True) == 2.0
+    now[0] = 101.5
+    # A pass woken by the rollout's own events, writing nothing, still waits quietly.
+    assert rollouts.seconds_left(red, wrote_platform=False) == 0.5
+    assert rollouts.seconds_left(blue, wrote_platform=False) is None
+    now[0] = 102.0
+    assert rollouts.seconds_left(red, wrote_platform=False) is None  # over: report it
+    assert rollouts.seconds_left(red, wrote_platform=False) is None
+    assert rollouts.seconds_left(blue, wrote_platform=True) == 2.0
+    rollouts.end(blue)  # Available, or the config is gone
+    assert rollouts.seconds_left(blue, wrote_platform=False) is None
