@@ -68,9 +68,16 @@ class ServerThread:
         try:
             server = await start()
         except BaseException as exc:
-            started.set_exception(exc)
+            with contextlib.suppress(concurrent.futures.InvalidStateError):  # nobody waits
+                started.set_exception(exc)
             return
-        started.set_result(None)
+        try:
+            started.set_result(None)
+        except concurrent.futures.InvalidStateError:
+            # The owner stopped waiting while the server came up (the process is stopping):
+            # nobody will call cleanup(), so stop it here and let the thread end.
+            await server.cleanup()
+            return
         try:
             await self._stopping.wait()
         finally:

@@ -91,3 +91,30 @@ async def test_a_failed_start_is_raised_to_the_caller() -> None:
     with pytest.raises(FileNotFoundError, match=r"tls\.crt"):
         await ServerThread.start("test-server", start)
     assert not any(t.name == "test-server" for t in threading.enumerate())
+
+
+async def test_a_start_its_caller_gave_up_on_stops_the_server_and_ends_the_thread() -> None:
+    # The process stopping while the webhook still starts: the server that comes up after its
+    # owner left must not stay up with nobody to stop it.
+    release = threading.Event()
+    cleaned: list[bool] = []
+
+    async def start() -> web.AppRunner:
+        await asyncio.to_thread(release.wait, 5)
+        app = hello_app([])
+
+        async def on_cleanup(_: web.Application) -> None:
+            cleaned.append(True)
+
+        app.on_cleanup.append(on_cleanup)
+        runner, _ = await serve(app)
+        return runner
+
+    starting = asyncio.ensure_future(ServerThread.start("test-server", start))
+    await asyncio.sleep(0.05)
+    starting.cancel()
+    release.set()
+    with pytest.raises(asyncio.CancelledError):
+        await starting
+    assert cleaned == [True]
+    assert not any(t.name == "test-server" for t in threading.enumerate())
