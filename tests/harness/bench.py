@@ -79,6 +79,7 @@ async def wait_listening(port: int, timeout: float = 120) -> None:
             await asyncio.sleep(0.1)
         else:
             writer.close()
+            await writer.wait_closed()
             return
 
 
