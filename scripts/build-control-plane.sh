@@ -1,85 +1,85 @@
 #!/usr/bin/env bash
-# Build the local control plane used by the e2e tests and the demo, once per machine.
+# Build the local control plane (kube-apiserver, kube-controller-manager, kubectl, etcd) and
+# Pebble from Go modules, once per machine and version; print the folder holding them.
 #
-# No package registry ships a kube-apiserver binary, but Debian bookworm's `kubernetes` source
-# package (1.20.2, with vendor/) builds offline with Debian's Go. The binaries are cached outside
-# the checkout; a second run finds them and returns at once.
+# Each binary is built from a module of ours under tools/ (go.mod + go.sum lock every
+# dependency); the Go module proxy serves them all. Built binaries are cached outside the
+# checkout, keyed by version, so a second run returns at once.
 #
-#   scripts/build-control-plane.sh            # prints the directory holding the binaries
-#   AITENANT_CACHE=/some/dir scripts/...      # cache elsewhere (default ~/.cache/aitenant-k8s)
+#   scripts/build-control-plane.sh                      # Kubernetes 1.37.2 (the default)
+#   AITENANT_KUBE_VERSION=1.32.9 scripts/...            # the oldest version we support
+#   KUBEBUILDER_ASSETS=/dir scripts/...                 # use the binaries there, build nothing
+#   AITENANT_CACHE=/some/dir scripts/...                # cache elsewhere (~/.cache/aitenant-k8s)
 set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
 
+KUBE_VERSION="${AITENANT_KUBE_VERSION:-1.37.2}"
+ETCD_VERSION="$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' tools/etcd/go.mod)"
+PEBBLE_VERSION="$(awk '$1 == "github.com/canonical/pebble" {print $2}' tools/pebble/go.mod)"
 CACHE="${AITENANT_CACHE:-$HOME/.cache/aitenant-k8s}"
-# Bump the suffix whenever the patches below change, so cached builds are redone.
-BIN="$CACHE/kube-v1.20.2-p1/bin"
-WANT=(kube-apiserver kube-controller-manager)
-command -v kubectl >/dev/null 2>&1 || WANT+=(kubectl)
+KUBE_BINARIES=(kube-apiserver kube-controller-manager kubectl)
 
 log() { echo "build-control-plane: $*" >&2; }
 
-have_all() {
-  local b
-  for b in "${WANT[@]}"; do [ -x "$BIN/$b" ] || return 1; done
-  # etcd comes from apt, not from the cache.
-  command -v etcd >/dev/null 2>&1 || [ -x /usr/bin/etcd ]
+# Pebble is not a control-plane binary: it comes from our cache even with KUBEBUILDER_ASSETS.
+pebble_bin="$CACHE/pebble-$PEBBLE_VERSION/bin"
+
+build_pebble() {
+  [ -x "$pebble_bin/pebble" ] && return 0
+  log "building pebble $PEBBLE_VERSION"
+  (cd tools/pebble && CGO_ENABLED=0 go build -mod=readonly -trimpath \
+    -o "$pebble_bin/pebble.tmp" github.com/canonical/pebble/cmd/pebble)
+  mv "$pebble_bin/pebble.tmp" "$pebble_bin/pebble"
 }
 
-if have_all; then echo "$BIN"; exit 0; fi
+have_all() {
+  local dir="$1" b
+  for b in "${KUBE_BINARIES[@]}" etcd; do [ -x "$dir/$b" ] || return 1; done
+}
 
-SUDO=""
-[ "$(id -u)" = 0 ] || SUDO="sudo"
-export DEBIAN_FRONTEND=noninteractive
-
-# deb-src lines for the suites already configured (deb822 or one-line format).
-if ! grep -rqsE '^(Types:.*deb-src|deb-src )' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-  log "adding deb-src entries"
-  if [ -f /etc/apt/sources.list.d/debian.sources ]; then
-    $SUDO sed -i 's/^Types: deb$/Types: deb deb-src/' /etc/apt/sources.list.d/debian.sources
-  else
-    grep -E '^deb ' /etc/apt/sources.list | sed 's/^deb /deb-src /' | $SUDO tee /etc/apt/sources.list.d/aitenant-src.list >/dev/null
-  fi
+if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
+  have_all "$KUBEBUILDER_ASSETS" || {
+    log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks one of ${KUBE_BINARIES[*]} etcd"; exit 1; }
+  build_pebble
+  ln -sf "$pebble_bin/pebble" "$KUBEBUILDER_ASSETS/pebble" 2>/dev/null || true
+  echo "$KUBEBUILDER_ASSETS"
+  exit 0
 fi
-log "installing build dependencies with apt"
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends \
-  golang-go etcd-server golang-github-modern-go-reflect2-dev rsync make dpkg-dev >/dev/null
 
-if have_all; then echo "$BIN"; exit 0; fi
+module="$ROOT/tools/kubernetes/v$KUBE_VERSION"
+[ -f "$module/go.mod" ] || {
+  log "no module for Kubernetes $KUBE_VERSION (tools/kubernetes/ has: $(ls tools/kubernetes | tr '\n' ' '))"
+  exit 1; }
+BIN="$CACHE/kubernetes-v$KUBE_VERSION-etcd-$ETCD_VERSION/bin"
+command -v go >/dev/null || { log "needs Go (go.dev/doc/install); none on PATH"; exit 1; }
 
-WORK="$CACHE/build"
-rm -rf "$WORK"; mkdir -p "$WORK"
-cd "$WORK"
-log "fetching Debian's kubernetes source package"
-apt-get source -qq --download-only kubernetes >/dev/null
-dpkg-source -x --skip-patches ./kubernetes_*.dsc src >/dev/null 2>&1 || dpkg-source -x ./kubernetes_*.dsc src >/dev/null
-
-# vendored reflect2 v1.0.1 segfaults under Go >= 1.18; use Debian's 1.0.2.
-rm -rf src/vendor/github.com/modern-go/reflect2
-cp -r /usr/share/gocode/src/github.com/modern-go/reflect2 src/vendor/github.com/modern-go/reflect2
-
-# kube-openapi in 1.20 treats the zero value of a typed field ("" or 0) as null when built with
-# Go >= 1.18 (kubernetes#99804, fixed upstream in kube-openapi#230): `""` in a custom
-# resource's string field is refused. Apply the upstream fix: only a real nil is null.
-openapi_type=src/vendor/k8s.io/kube-openapi/pkg/validation/validate/type.go
-sed -i 's/if data == nil || reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data)), reflect.ValueOf(data)) {/if data == nil {/' "$openapi_type"
-grep -q 'reflect.DeepEqual(reflect.Zero(reflect.TypeOf(data))' "$openapi_type" && {
-  log "could not patch $openapi_type"; exit 1; }
-# reflect may now be unused in that file.
-grep -q 'reflect\.' "$openapi_type" || sed -i '/^\s*"reflect"$/d' "$openapi_type"
-
-mkdir -p gopath/src/k8s.io
-ln -s "$WORK/src" gopath/src/k8s.io/kubernetes
-cd gopath/src/k8s.io/kubernetes
-targets="cmd/kube-apiserver cmd/kube-controller-manager"
-[[ " ${WANT[*]} " == *" kubectl "* ]] && targets="$targets cmd/kubectl"
-log "building $targets (a few minutes on 2 cores)"
-GOPATH="$WORK/gopath" GO111MODULE=off GOFLAGS="" KUBE_GIT_VERSION=v1.20.2 KUBE_GIT_TREE_STATE=clean \
-  make WHAT="$targets" >"$WORK/build.log" 2>&1 || { tail -40 "$WORK/build.log" >&2; exit 1; }
-
+if have_all "$BIN" && [ -x "$BIN/pebble" ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN"
-for b in "${WANT[@]}"; do
-  cp "_output/local/go/bin/$b" "$BIN/$b" 2>/dev/null || cp "_output/bin/$b" "$BIN/$b"
+
+# Without these the server reports v0.0.0-master and kubectl cannot parse its version.
+minor="${KUBE_VERSION#*.}"; minor="${minor%%.*}"
+ldflags="-s -w"
+for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
+  ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
+  ldflags+=" -X $pkg.gitTreeState=clean"
 done
-cd "$CACHE"; rm -rf "$WORK"
+
+for b in "${KUBE_BINARIES[@]}"; do
+  [ -x "$BIN/$b" ] && continue
+  log "building $b v$KUBE_VERSION (kube-apiserver takes about 10 minutes on 2 cores, cold)"
+  (cd "$module" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
+    -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b")
+  mv "$BIN/$b.tmp" "$BIN/$b"
+done
+
+if [ ! -x "$BIN/etcd" ]; then
+  log "building etcd $ETCD_VERSION"
+  (cd tools/etcd && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" -o "$BIN/etcd.tmp" .)
+  mv "$BIN/etcd.tmp" "$BIN/etcd"
+fi
+
+build_pebble
+ln -sf "$pebble_bin/pebble" "$BIN/pebble"
 log "binaries cached in $BIN"
 echo "$BIN"

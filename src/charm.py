@@ -41,7 +41,7 @@ import charm_cos
 import charm_lightkube
 import charm_manifests
 import charm_pki
-from aitenant import cluster_manifests, contract
+from aitenant import cluster_manifests, contract, kubernetes_version
 from charm_config import CharmConfig, describe_error
 from charm_flags import (
     ControllerInputs,
@@ -439,7 +439,8 @@ class AITenantCharm(ops.CharmBase):
                 raise
 
     def _reconcile_cluster_objects(self) -> None:
-        crds = charm_manifests.load_crds(server_version=self._server_version())
+        self._check_server_version()
+        crds = charm_manifests.load_crds()
         roles = charm_manifests.load_cluster_roles()
         binding = charm_manifests.construct_cluster_role_binding(
             name=self._cluster_scoped_name,
@@ -502,12 +503,14 @@ class AITenantCharm(ops.CharmBase):
                 infra,
             )
 
-    def _server_version(self) -> tuple[int, int]:
-        """(major, minor) of the API server, which decides whether CRDs keep CEL rules."""
+    def _check_server_version(self) -> None:
+        """Refuse an API server older than we support before writing anything to it."""
         try:
-            return cluster_manifests.parse_server_version(charm_lightkube.api_version(self._kube))
+            problem = kubernetes_version.unsupported_reason(charm_lightkube.api_version(self._kube))
         except (httpx2.HTTPError, ValueError) as exc:
             raise ClusterStepError(f"cannot read the API server version: {exc}") from None
+        if problem is not None:
+            raise ClusterStepError(problem)
 
     def _reconcile_internal_ca(self, now: datetime.datetime) -> None:
         secret, content = self._read_secret(INTERNAL_CA_LABEL)

@@ -53,21 +53,9 @@ def _load(folder: Path) -> list[Resource]:
     return objects
 
 
-def load_crds(
-    root: Path | None = None, server_version: tuple[int, int] | None = None
-) -> list[CustomResourceDefinition]:
-    """The CRDs we ship (AITenant, MaasTenantConfig, legacy Tenant, Config).
-
-    With ``server_version``, as that API server accepts them: without their CEL rules before
-    1.25 (the admission webhook enforces those rules there).
-    """
-    folder = (root or manifests_dir()) / "crds"
-    if server_version is None:
-        objects = _load(folder)
-    else:
-        objects = [
-            codecs.from_dict(doc) for doc in cluster_manifests.crd_documents(server_version, folder)
-        ]
+def load_crds(root: Path | None = None) -> list[CustomResourceDefinition]:
+    """The CRDs we ship (AITenant, MaasTenantConfig, legacy Tenant, Config)."""
+    objects = _load((root or manifests_dir()) / "crds")
     return [obj for obj in objects if isinstance(obj, CustomResourceDefinition)]
 
 

@@ -21,7 +21,7 @@ from lightkube.core.exceptions import ConfigError
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from aitenant import contract, naming
+from aitenant import contract, kubernetes_version, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
 from aitenant.reconcilers.aitenant import AITenantReconciler
@@ -461,13 +461,31 @@ async def serve_webhook(settings: Settings, app: App) -> web.AppRunner:
     )
 
 
+class UnsupportedServer(Exception):
+    """The API server is older than the oldest Kubernetes we support."""
+
+
+async def check_server_version(client: AsyncClient) -> None:
+    """Refuse to start against an API server we do not support (README, "Supported
+    Kubernetes"): one line naming the version found and the version needed."""
+    info = await http_fetch(client)("/version")
+    try:
+        problem = kubernetes_version.unsupported_reason(info or {})
+    except ValueError as exc:
+        raise UnsupportedServer(str(exc)) from None
+    if problem is not None:
+        raise UnsupportedServer(problem)
+
+
 async def run(settings: Settings) -> int:
     metrics = Metrics()
     client = make_client(settings, metrics)
     try:
+        await check_server_version(client)
         await ensure_managed_namespace(client, settings.aitenant_namespace)
-    except NamespaceSetupError as exc:
+    except (UnsupportedServer, NamespaceSetupError) as exc:
         log.error("%s", exc)
+        await client.close()
         return 1
     app = build_app(settings, client, metrics)
     loop = asyncio.get_running_loop()

@@ -3,10 +3,8 @@
 The charm applies them and the end-to-end tests install the same ones, so the controller is
 always tested with exactly the schemas and rights it ships with.
 
-* ``crd_documents(version)``: the CRDs we ship, as the API server of that version accepts them.
-  Their schemas carry the reference CRDs' CEL rules (``x-kubernetes-validations``); servers
-  before 1.25 do not know that field (server-side apply refuses it), so it is dropped there and
-  the admission webhook enforces the same rules instead.
+* ``crd_documents()``: the CRDs we ship. Their schemas carry the reference CRDs' CEL rules
+  (``x-kubernetes-validations``), which every Kubernetes we support evaluates.
 * ``cluster_role_documents()``: the controller's ClusterRole and the shared ``maas-api`` one.
 * ``render_namespaced_rbac(...)``: the Roles and RoleBindings of the controller namespace
   (leader Lease) and of the infra namespace (the tenants' maas-api objects and Secrets).
@@ -14,9 +12,7 @@ always tested with exactly the schemas and rights it ships with.
 
 from __future__ import annotations
 
-import copy
 import json
-import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
@@ -31,9 +27,6 @@ MANIFESTS: Final = Path(__file__).resolve().parent / "manifests"
 CRDS: Final = MANIFESTS / "crds"
 RBAC: Final = MANIFESTS / "rbac"
 NAMESPACED_RBAC_TEMPLATE: Final = RBAC / "namespaced.yaml.j2"
-# The first Kubernetes version whose API server evaluates CRD validation rules (CEL).
-CEL_MIN_VERSION: Final = (1, 25)
-CEL_FIELD: Final = "x-kubernetes-validations"
 
 Doc = dict[str, Any]
 
@@ -42,34 +35,9 @@ def _documents(path: Path) -> list[Doc]:
     return [doc for doc in yaml.safe_load_all(path.read_text("utf-8")) if doc]
 
 
-def parse_server_version(info: Mapping[str, Any]) -> tuple[int, int]:
-    """(major, minor) from the API server's ``/version`` answer (``"20+"`` reads as 20)."""
-    numbers: list[int] = []
-    for key in ("major", "minor"):
-        match = re.match(r"\d+", str(info.get(key) or ""))
-        if match is None:
-            raise ValueError(f"API server /version has no numeric {key}: {dict(info)!r}")
-        numbers.append(int(match.group()))
-    return numbers[0], numbers[1]
-
-
-def supports_cel(version: tuple[int, int]) -> bool:
-    return version >= CEL_MIN_VERSION
-
-
-def without_cel(value: Any) -> Any:
-    """A copy of ``value`` with every ``x-kubernetes-validations`` removed, at any depth."""
-    if isinstance(value, Mapping):
-        return {k: without_cel(v) for k, v in value.items() if k != CEL_FIELD}
-    if isinstance(value, list):
-        return [without_cel(v) for v in value]
-    return copy.deepcopy(value)
-
-
-def crd_documents(version: tuple[int, int], folder: Path = CRDS) -> list[Doc]:
-    """Every CRD in ``folder`` (ours by default), fit for an API server of ``version``."""
-    docs = [doc for path in sorted(folder.glob("*.yaml")) for doc in _documents(path)]
-    return docs if supports_cel(version) else [without_cel(doc) for doc in docs]
+def crd_documents(folder: Path = CRDS) -> list[Doc]:
+    """Every CRD in ``folder`` (ours by default)."""
+    return [doc for path in sorted(folder.glob("*.yaml")) for doc in _documents(path)]
 
 
 def cluster_role_documents(folder: Path = RBAC) -> list[Doc]:

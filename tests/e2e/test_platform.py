@@ -43,7 +43,7 @@ from .conftest import (
 pytestmark = pytest.mark.e2e
 
 CONFIG = "default-tenant"
-# Where a tenant's platform objects live (CronJob: this 1.20 server serves only v1beta1).
+# Where a tenant's platform objects live.
 SCOPES: list[tuple[kinds.Kind, str | None]] = [
     (kinds.SERVICE_ACCOUNT, INFRA_NS),
     (kinds.SECRET, INFRA_NS),
@@ -52,7 +52,7 @@ SCOPES: list[tuple[kinds.Kind, str | None]] = [
     (kinds.NETWORK_POLICY, INFRA_NS),
     (kinds.HTTP_ROUTE, INFRA_NS),
     (kinds.AUTH_POLICY, INFRA_NS),
-    (kinds.CRONJOB_V1BETA1, INFRA_NS),
+    (kinds.CRONJOB, INFRA_NS),
     (kinds.TOKEN_RATE_LIMIT_POLICY, GATEWAY_NS),
     (kinds.AUTH_POLICY, GATEWAY_NS),
     (kinds.TELEMETRY_POLICY, GATEWAY_NS),
@@ -140,10 +140,9 @@ async def test_platform_is_rendered_and_the_config_reports_ready(
         # cross-namespace: labels only (docs/differences.md D6)
         assert not meta.get("ownerReferences")
 
-    # The CronJob API version came from discovery: Kubernetes 1.20 has no batch/v1 CronJob.
-    cronjob = await get(kube, kinds.CRONJOB_V1BETA1, f"maas-api-key-cleanup-{name}", INFRA_NS)
-    assert cronjob["apiVersion"] == "batch/v1beta1"
-    assert await reconciler_of(controller).discovery.cronjob_kind() == kinds.CRONJOB_V1BETA1
+    cronjob = await get(kube, kinds.CRONJOB, f"maas-api-key-cleanup-{name}", INFRA_NS)
+    assert cronjob["apiVersion"] == "batch/v1"
+    assert cronjob["spec"]["schedule"] == "*/15 * * * *"
 
     # Written by field manager aitenant-controller through server-side apply.
     deployment = await get(kube, kinds.DEPLOYMENT, f"maas-api-{name}", INFRA_NS)
@@ -463,7 +462,7 @@ async def test_network_policies_read_back(
 
     cleanup = f"maas-api-key-cleanup-{name}"
     policy = await get(kube, kinds.NETWORK_POLICY, cleanup, INFRA_NS)
-    cronjob = await get(kube, kinds.CRONJOB_V1BETA1, cleanup, INFRA_NS)
+    cronjob = await get(kube, kinds.CRONJOB, cleanup, INFRA_NS)
     job_pod_labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
     spec = policy["spec"]
     assert spec["podSelector"] == {"matchLabels": {contract.LABEL_TENANT_INSTANCE: cleanup}}

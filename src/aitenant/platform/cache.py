@@ -7,10 +7,7 @@ unchanged tenant costs neither writes nor reads of its objects, and any change t
 (a user's edit, a deletion, the Deployment turning Available) re-queues its config at once.
 
 Until an informer has synced (or while its CRD is not installed) it answers "unknown", and the
-caller reads from the API instead. CronJobs are cached in both API versions the platform may
-render (batch/v1, batch/v1beta1); a version the API server does not serve counts as synced and
-empty. ``tracked`` leaves them out: the CronJob's name never changes, so it is never pruned,
-and deletion reads it by name.
+caller reads from the API instead.
 
 AuthPolicies in the gateway namespace are cached without the selector: the Gateway AuthPolicy is
 create-only and may exist without our labels (the default tenant's shared one, one made before
@@ -51,10 +48,7 @@ class PlatformCache:
     def __init__(self, client: AsyncClient, *, infra_namespace: str, gateway_namespace: str):
         self.client = client
         selector: dict[str, str] = {contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE}
-        scopes = [
-            *kinds.platform_scopes(infra_namespace, gateway_namespace),
-            *((kind, infra_namespace) for kind in kinds.CRONJOB_VERSIONS),
-        ]
+        scopes = kinds.platform_scopes(infra_namespace, gateway_namespace)
         # The one scope cached whole (no selector), so "not cached" there means "does not exist".
         whole = (kinds.AUTH_POLICY, gateway_namespace)
         self._informers: dict[tuple[Kind, str | None], Informer] = {}
@@ -67,7 +61,6 @@ class PlatformCache:
                 namespace=namespace,
                 labels=None if (kind, namespace) == whole else selector,
                 max_backoff=30.0 if kind.built_in else CRD_RETRY_MAX,
-                optional=kind in kinds.CRONJOB_VERSIONS,
             )
             informer.add_index(TENANT_INDEX, _tenant_of)
             self._informers[(kind, namespace)] = informer
@@ -78,8 +71,8 @@ class PlatformCache:
 
     @property
     def built_in_informers(self) -> list[Informer]:
-        """The informers that sync on any cluster: built-in kinds (a CronJob version the API
-        server does not serve syncs empty). One of a CRD's kinds waits for its CRD."""
+        """The informers that sync on any cluster: built-in kinds. One of a CRD's kinds waits
+        for its CRD."""
         return [informer for (kind, _), informer in self._informers.items() if kind.built_in]
 
     def add_handler(self, handler: Handler) -> None:
@@ -121,8 +114,6 @@ class PlatformCache:
         found: list[tuple[Kind, Obj]] = []
         value = tenant_index_value(tenant_namespace, tenant)
         for (kind, _), informer in self._informers.items():
-            if kind in kinds.CRONJOB_VERSIONS:
-                continue
             if not informer.synced.is_set():
                 if kind in (kinds.TELEMETRY_POLICY,):
                     continue  # an optional CRD that may never be installed

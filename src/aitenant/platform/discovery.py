@@ -1,9 +1,7 @@
 """Which resources the API server serves, from its discovery documents, cached briefly.
 
-Used for two decisions: the CronJob API version (``batch/v1`` where served, else ``batch/v1beta1``:
-Kubernetes 1.20 serves only the latter; docs/differences.md D6) and whether the CRDs the platform
-needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy, ...) are installed, so a config can say
-``DependencyMissing`` instead of failing on an apply. A group/version that is served is remembered
+Used to tell whether the CRDs the platform needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy,
+...) are installed, so a config can say ``DependencyMissing`` instead of failing on an apply. A group/version that is served is remembered
 for ``ttl_served`` seconds; one that is not is asked again after ``ttl_missing`` seconds, so a CRD
 installed later is noticed quickly. Passes that ask for the same version while it is being
 fetched share that one request: a fresh process reconciles many tenants at once, and each would
@@ -21,7 +19,7 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from aitenant.platform.kinds import CRONJOB_VERSIONS, Kind
+from aitenant.platform.kinds import Kind
 from aitenant.runtime.lightkube_private import http_client
 
 # GET a discovery path ("/api/v1", "/apis/<group>/<version>"): the document, or None on 404.
@@ -112,10 +110,3 @@ class ApiDiscovery:
 
     async def serves(self, kind: Kind) -> bool:
         return kind.plural in await self.resources(kind.api_version)
-
-    async def cronjob_kind(self) -> Kind | None:
-        """The newest CronJob API the server serves, or None when it serves none."""
-        for kind in CRONJOB_VERSIONS:
-            if await self.serves(kind):
-                return kind
-        return None

@@ -68,17 +68,13 @@ NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies"
 CLUSTER_ROLE_BINDING = Kind(
     "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
 )
-CRONJOB_V1 = Kind("batch/v1", "CronJob", "cronjobs")
-CRONJOB_V1BETA1 = Kind("batch/v1beta1", "CronJob", "cronjobs")
+CRONJOB = Kind("batch/v1", "CronJob", "cronjobs")
 HTTP_ROUTE = Kind("gateway.networking.k8s.io/v1", "HTTPRoute", "httproutes")
 AUTH_POLICY = Kind("kuadrant.io/v1", "AuthPolicy", "authpolicies")
 TOKEN_RATE_LIMIT_POLICY = Kind(
     "kuadrant.io/v1alpha1", "TokenRateLimitPolicy", "tokenratelimitpolicies"
 )
 TELEMETRY_POLICY = Kind("extensions.kuadrant.io/v1alpha1", "TelemetryPolicy", "telemetrypolicies")
-
-# Newest first: the first one the API server serves is used (docs/differences.md D6).
-CRONJOB_VERSIONS = (CRONJOB_V1, CRONJOB_V1BETA1)
 
 ALL = (
     SERVICE_ACCOUNT,
@@ -87,8 +83,7 @@ ALL = (
     DEPLOYMENT,
     NETWORK_POLICY,
     CLUSTER_ROLE_BINDING,
-    CRONJOB_V1,
-    CRONJOB_V1BETA1,
+    CRONJOB,
     HTTP_ROUTE,
     AUTH_POLICY,
     TOKEN_RATE_LIMIT_POLICY,
@@ -99,15 +94,15 @@ Scope = tuple[Kind, str | None]
 
 
 def platform_scopes(infra_namespace: str, gateway_namespace: str) -> list[Scope]:
-    """Everywhere a tenant's platform objects can be, CronJobs aside (their API version is
-    known only after discovery): the informers of the platform cache, the lists of pruning
-    and cleanup. The two namespaces may be one."""
+    """Everywhere a tenant's platform objects can be: the informers of the platform cache, the
+    lists of pruning and cleanup. The two namespaces may be one."""
     return [
         (SERVICE_ACCOUNT, infra_namespace),
         (SECRET, infra_namespace),
         (DEPLOYMENT, infra_namespace),
         (SERVICE, infra_namespace),
         (NETWORK_POLICY, infra_namespace),
+        (CRONJOB, infra_namespace),
         (HTTP_ROUTE, infra_namespace),
         (AUTH_POLICY, infra_namespace),  # none rendered: route-level ones of older versions
         (TOKEN_RATE_LIMIT_POLICY, gateway_namespace),

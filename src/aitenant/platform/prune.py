@@ -58,47 +58,32 @@ class TrackedObjects:
     async def find(
         self,
         tenant: Tenant,
-        cronjob: kinds.Kind,
         gateway_namespace: str,
-        *,
-        cronjob_by_name: bool = True,
     ) -> list[tuple[kinds.Kind, Obj]]:
-        """Every platform object of the tenant: from the cache when it is synced (CronJobs,
-        which it does not hold, by name), else by listing each kind with the tracking labels."""
+        """Every platform object of the tenant: from the cache when it is synced, else by
+        listing each kind with the tracking labels."""
         cached = self.cache.tracked(tenant.namespace, tenant.name)
-        if cached is None:
-            scopes = [
-                *kinds.platform_scopes(self.infra_namespace, gateway_namespace),
-                (cronjob, self.infra_namespace),
-            ]
-            found: list[tuple[kinds.Kind, Obj]] = []
-            for scope in scopes:
-                found.extend(
-                    (scope[0], obj)
-                    for obj in await self.applier.list_tracked(scope, tenant.selector)
-                )
-            return found
-        if not cronjob_by_name:
+        if cached is not None:
             return cached
-        name = names_for(tenant.name, "", self.default_gateway_name).cleanup
-        obj = await self.cache.read(cronjob, self.infra_namespace, name)
-        if obj is not None and tenant.selector.items() <= labels_of(obj).items():
-            cached.append((cronjob, obj))
-        return cached
+        found: list[tuple[kinds.Kind, Obj]] = []
+        for scope in kinds.platform_scopes(self.infra_namespace, gateway_namespace):
+            found.extend(
+                (scope[0], obj) for obj in await self.applier.list_tracked(scope, tenant.selector)
+            )
+        return found
 
     async def prune(
         self,
         key: Key,
         tenant: Tenant,
         refs: frozenset[Ref],
-        cronjob: kinds.Kind,
         gateway_namespace: str,
     ) -> None:
         """Delete the tenant's objects that are no longer rendered."""
         synced = self.cache.tracked(tenant.namespace, tenant.name) is not None
         if not synced and self._rendered.get(key) == refs:
             return
-        tracked = await self.find(tenant, cronjob, gateway_namespace, cronjob_by_name=False)
+        tracked = await self.find(tenant, gateway_namespace)
         pruned = await self.applier.prune(tracked, set(refs))
         if pruned:
             log.info("maastenantconfig %s: pruned %s", key, ", ".join(pruned))

@@ -103,7 +103,6 @@ class PlatformContext:
     cleanup_image: str
     replicas: int
     serving_cert: ServingCert
-    cronjob_api_version: str = kinds.CRONJOB_V1.api_version
     max_expiration_days: int = DEFAULT_MAX_EXPIRATION_DAYS
     telemetry: Telemetry | None = None  # None: no TelemetryPolicy
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES

@@ -22,7 +22,6 @@ from aitenant import contract
 from aitenant.errors import is_not_found
 from aitenant.platform import kinds
 from aitenant.platform.apply import Applier
-from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import Tenant, TrackedObjects
 from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.resources import MaaSAuthPolicy, MaaSSubscription, MaasTenantConfig, Obj, labels_of
@@ -42,7 +41,6 @@ class ConfigCleanup:
         settings: Settings,
         applier: Applier,
         tracked: TrackedObjects,
-        discovery: ApiDiscovery,
         remember: Callable[[Obj], None],
     ) -> None:
         self.client = client
@@ -50,7 +48,6 @@ class ConfigCleanup:
         self.settings = settings
         self.applier = applier
         self.tracked = tracked
-        self.discovery = discovery
 
     async def __call__(self, key: Key, config: Obj) -> Result:
         if contract.TENANT_CONFIG_FINALIZER not in (config["metadata"].get("finalizers") or []):
@@ -91,9 +88,8 @@ class ConfigCleanup:
         if not name:
             return True  # never rendered anything
         tenant = Tenant(name, config["metadata"]["namespace"])
-        cronjob = await self.discovery.cronjob_kind() or kinds.CRONJOB_V1
         # Upstream deletes in the controller's gateway namespace too (docs/contract.md §5.4).
-        found = await self.tracked.find(tenant, cronjob, self.settings.gateway_namespace)
+        found = await self.tracked.find(tenant, self.settings.gateway_namespace)
         return await self.applier.delete_tracked(found)
 
 

@@ -270,7 +270,6 @@ class TenantConfigReconciler:
             settings=settings,
             applier=self.applier,
             tracked=self.tracked,
-            discovery=discovery,
             remember=remember,
         )
         # The config generation the user-metrics privacy warning was last logged for.
@@ -327,7 +326,7 @@ class TenantConfigReconciler:
         tenant = Tenant(tenant_identity(config), config["metadata"]["namespace"])
         owner, gw_namespace, gw_name = await self.platform_context(config)
         telemetry = telemetry_of(config)
-        cronjob = await self.check_inputs(telemetry)
+        await self.check_inputs(telemetry)
         spec = config.get("spec") or {}
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
         infra = self.settings.app_namespace
@@ -346,7 +345,6 @@ class TenantConfigReconciler:
             cleanup_image=self.settings.maas_api_cleanup_image,
             replicas=replicas_for(config, self.settings.maas_api_replicas),
             serving_cert=serving,
-            cronjob_api_version=cronjob.api_version,
             max_expiration_days=int(
                 (spec.get("apiKeys") or {}).get("maxExpirationDays") or DEFAULT_MAX_EXPIRATION_DAYS
             ),
@@ -362,7 +360,7 @@ class TenantConfigReconciler:
         try:
             report = await self.applier.apply_all(manifests, self.cached)
             await self.tracked.prune(
-                key, tenant, frozenset(m.ref for m in manifests), cronjob, gw_namespace
+                key, tenant, frozenset(m.ref for m in manifests), gw_namespace
             )
         except ApplyError as exc:
             self.tracked.forget(key)
@@ -432,13 +430,13 @@ class TenantConfigReconciler:
             )
         return AITenantView(obj), gw_ns, gw_name
 
-    async def check_inputs(self, telemetry: Telemetry | None) -> kinds.Kind:
-        """Flags, served APIs and the DB Secret; returns the CronJob kind to render."""
+    async def check_inputs(self, telemetry: Telemetry | None) -> None:
+        """Flags, served APIs and the DB Secret."""
         try:
             self.ca.load()
         except certs.CAError as exc:
             raise StepFailed(Reason.MISSING_INPUT, str(exc)) from None
-        cronjob = await self.check_apis(telemetry)
+        await self.check_apis(telemetry)
         secret_name = self.settings.maas_api_db_secret
         infra = self.settings.app_namespace
         secret = await self.reads.get(Secret, secret_name, infra)
@@ -457,16 +455,12 @@ class TenantConfigReconciler:
                 f"Secret {infra}/{secret_name} has no {DB_URL_KEY} key",
                 phase=contract.PHASE_PENDING,
             )
-        return cronjob
 
-    async def check_apis(self, telemetry: Telemetry | None) -> kinds.Kind:
+    async def check_apis(self, telemetry: Telemetry | None) -> None:
         required = [kinds.HTTP_ROUTE, kinds.AUTH_POLICY, kinds.TOKEN_RATE_LIMIT_POLICY]
         if telemetry is not None:
             required.append(kinds.TELEMETRY_POLICY)
         missing = [k for k in required if not await self.discovery.serves(k)]
-        cronjob = await self.discovery.cronjob_kind()
-        if cronjob is None:
-            missing.append(kinds.CRONJOB_V1)
         if missing:
             listed = ", ".join(f"{k.kind} ({k.api_version})" for k in missing)
             raise StepFailed(
@@ -474,8 +468,6 @@ class TenantConfigReconciler:
                 f"the API server does not serve {listed}; install the CRDs first",
                 phase=contract.PHASE_PENDING,
             )
-        assert cronjob is not None
-        return cronjob
 
     def serving_cert(self, secret: Obj | None, service: str) -> certs.ServingCert:
         """The certificate to render: the live one while it is good, else a new one."""

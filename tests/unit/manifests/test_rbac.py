@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
@@ -137,10 +136,9 @@ def test_namespaced_rbac_needs_every_namespace() -> None:
         rendered(infra="")
 
 
-def test_crds_keep_cel_rules_only_for_servers_that_evaluate_them() -> None:
-    modern = {d["metadata"]["name"]: d for d in cluster_manifests.crd_documents((1, 30))}
-    old = cluster_manifests.crd_documents((1, 20))
-    rules = modern["maastenantconfigs.maas.opendatahub.io"]["spec"]["versions"][0]["schema"][
+def test_crds_carry_the_cel_rules() -> None:
+    shipped = {d["metadata"]["name"]: d for d in cluster_manifests.crd_documents()}
+    rules = shipped["maastenantconfigs.maas.opendatahub.io"]["spec"]["versions"][0]["schema"][
         "openAPIV3Schema"
     ]["x-kubernetes-validations"]
     assert rules == [
@@ -149,22 +147,3 @@ def test_crds_keep_cel_rules_only_for_servers_that_evaluate_them() -> None:
             "message": "MaasTenantConfig name must be default-tenant",
         }
     ]
-    assert set(modern) == {d["metadata"]["name"] for d in old}
-    assert "x-kubernetes-validations" in json.dumps(list(modern.values()))
-    assert "x-kubernetes-validations" not in json.dumps(old)
-    # Nothing else is lost: the 1.20 documents are the 1.30 ones minus the rules.
-    assert old == [cluster_manifests.without_cel(d) for d in modern.values()]
-
-
-@pytest.mark.parametrize(
-    ("info", "version"),
-    [({"major": "1", "minor": "20"}, (1, 20)), ({"major": "1", "minor": "27+"}, (1, 27))],
-)
-def test_server_version(info: dict[str, str], version: tuple[int, int]) -> None:
-    assert cluster_manifests.parse_server_version(info) == version
-    assert cluster_manifests.supports_cel(version) is (version >= (1, 25))
-
-
-def test_server_version_without_numbers_is_an_error() -> None:
-    with pytest.raises(ValueError, match="minor"):
-        cluster_manifests.parse_server_version({"major": "1", "minor": ""})

@@ -56,7 +56,7 @@ def fill(platform: PlatformCache, objects: dict[tuple[kinds.Kind, str | None], l
 def test_unknown_until_synced() -> None:
     platform = cache()
     assert platform.get(kinds.DEPLOYMENT, INFRA, "maas-api-red") is UNKNOWN
-    assert platform.get(kinds.CRONJOB_V1, INFRA, "maas-api-key-cleanup-red") is UNKNOWN
+    assert platform.get(kinds.CRONJOB, INFRA, "maas-api-key-cleanup-red") is UNKNOWN
     assert platform.tracked("ai-tenant-red", "red") is None
 
 

@@ -1,4 +1,4 @@
-"""API discovery: the CronJob version of docs/differences.md D6 and the CRDs the platform needs."""
+"""API discovery: whether the CRDs the platform needs are served."""
 
 from __future__ import annotations
 
@@ -33,37 +33,14 @@ class FakeServer:
         return ApiDiscovery(self.fetch, ttl_served=300, ttl_missing=10, clock=lambda: self.time)
 
 
-# What Kubernetes 1.20 serves: Jobs in batch/v1, CronJobs only in batch/v1beta1.
-KUBE_1_20 = {
-    "/apis/batch/v1": ["jobs", "jobs/status"],
-    "/apis/batch/v1beta1": ["cronjobs", "cronjobs/status"],
-}
-KUBE_1_21 = {
-    "/apis/batch/v1": ["jobs", "jobs/status", "cronjobs", "cronjobs/status"],
-    "/apis/batch/v1beta1": ["cronjobs", "cronjobs/status"],
-}
-
-
 def test_paths() -> None:
     assert discovery_path("v1") == "/api/v1"
     assert discovery_path("batch/v1") == "/apis/batch/v1"
 
 
-async def test_cronjob_v1_where_served() -> None:
-    assert await FakeServer(KUBE_1_21).discovery().cronjob_kind() == kinds.CRONJOB_V1
-
-
-async def test_cronjob_v1beta1_on_kubernetes_1_20() -> None:
-    assert await FakeServer(KUBE_1_20).discovery().cronjob_kind() == kinds.CRONJOB_V1BETA1
-
-
-async def test_no_cronjob_api_at_all() -> None:
-    assert await FakeServer({"/apis/batch/v1": ["jobs"]}).discovery().cronjob_kind() is None
-
-
 async def test_subresources_do_not_count_as_served_kinds() -> None:
     server = FakeServer({"/apis/batch/v1": ["cronjobs/status"]})
-    assert not await server.discovery().serves(kinds.CRONJOB_V1)
+    assert not await server.discovery().serves(kinds.CRONJOB)
 
 
 async def test_served_versions_are_cached_and_missing_ones_asked_again_soon() -> None:
@@ -109,7 +86,7 @@ async def test_passes_asking_at_once_share_one_request() -> None:
         return await plain_fetch(path)
 
     discovery = ApiDiscovery(slow_fetch)
-    waiters = [asyncio.ensure_future(discovery.serves(kinds.CRONJOB_V1)) for _ in range(5)]
+    waiters = [asyncio.ensure_future(discovery.serves(kinds.CRONJOB)) for _ in range(5)]
     await asyncio.sleep(0)
     waiters[0].cancel()  # one pass giving up must not fail the others
     release.set()
@@ -130,10 +107,10 @@ async def test_a_failed_fetch_reaches_every_waiter_and_the_next_pass_asks_again(
 
     discovery = ApiDiscovery(failing_once)
     outcomes = await asyncio.gather(
-        *(discovery.serves(kinds.CRONJOB_V1) for _ in range(3)), return_exceptions=True
+        *(discovery.serves(kinds.CRONJOB) for _ in range(3)), return_exceptions=True
     )
     assert all(isinstance(o, httpx2.ConnectError) for o in outcomes)
-    assert await discovery.serves(kinds.CRONJOB_V1)
+    assert await discovery.serves(kinds.CRONJOB)
     assert calls == 2
 
 
@@ -153,7 +130,7 @@ async def test_a_fetch_nobody_awaits_any_more_is_cancelled_and_the_next_pass_ask
         return {"resources": [{"name": "cronjobs"}]}
 
     discovery = ApiDiscovery(held_fetch)
-    waiters = [asyncio.ensure_future(discovery.serves(kinds.CRONJOB_V1)) for _ in range(2)]
+    waiters = [asyncio.ensure_future(discovery.serves(kinds.CRONJOB)) for _ in range(2)]
     await asyncio.sleep(0)
     for waiter in waiters:
         waiter.cancel()
@@ -161,5 +138,5 @@ async def test_a_fetch_nobody_awaits_any_more_is_cancelled_and_the_next_pass_ask
     await asyncio.sleep(0)
     assert cancelled == ["/apis/batch/v1"]
     release.set()
-    assert await discovery.serves(kinds.CRONJOB_V1)
+    assert await discovery.serves(kinds.CRONJOB)
     assert started == ["/apis/batch/v1", "/apis/batch/v1"]

@@ -230,13 +230,9 @@ def test_values_cannot_change_the_document_structure(make_ctx: MakeContext) -> N
     assert "injected" not in deployment["spec"]
 
 
-@pytest.mark.parametrize(
-    ("api_version"),
-    ["batch/v1", "batch/v1beta1"],
-)
-def test_cronjob(make_ctx: MakeContext, api_version: str) -> None:
-    cronjob = one(make_ctx(cronjob_api_version=api_version), "CronJob")
-    assert cronjob["apiVersion"] == api_version
+def test_cronjob(make_ctx: MakeContext) -> None:
+    cronjob = one(make_ctx(), "CronJob")
+    assert cronjob["apiVersion"] == "batch/v1"
     spec = cronjob["spec"]
     assert spec["schedule"] == "*/15 * * * *"
     assert spec["concurrencyPolicy"] == "Forbid"
@@ -478,7 +474,6 @@ def test_a_repeated_render_is_kept_but_each_call_gets_its_own_objects(
         {"telemetry": Telemetry()},
         {"telemetry": Telemetry(organization=False, user=True, group=True, model_usage=False)},
         {"max_expiration_days": 7, "authorino_namespaces": ("kuadrant-system",)},
-        {"cronjob_api_version": "batch/v1beta1"},
     ],
 )
 def test_filling_a_parsed_shape_gives_what_parsing_the_rendered_text_gives(
