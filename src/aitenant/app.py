@@ -179,7 +179,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     db_secret = Informer(
         client,
         Secret,
-        namespace=settings.app_namespace,
+        namespace=settings.effective_infra_namespace,
         fields={"metadata.name": settings.maas_api_db_secret},
     )
     reads = CachedReads(client)
@@ -192,7 +192,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
 
     platform_cache = PlatformCache(
         client,
-        infra_namespace=settings.app_namespace,
+        infra_namespace=settings.effective_infra_namespace,
         gateway_namespace=settings.gateway_namespace,
     )
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
@@ -447,7 +447,7 @@ async def serve_webhook(settings: Settings, app: App) -> web.AppRunner:
         aitenant_namespace=settings.aitenant_namespace,
         gateway_namespace=settings.gateway_namespace,
     )
-    webhook = webhook_server.build_app(
+    webhook = webhook_server.admission_app(
         policy=policy, index=app, observe=app.metrics.webhook_seconds.observe
     )
 
@@ -495,7 +495,7 @@ async def run(settings: Settings) -> int:
         "starting: aitenant namespace %s, gateway namespace %s, infra namespace %s",
         settings.aitenant_namespace,
         settings.gateway_namespace,
-        settings.app_namespace,
+        settings.effective_infra_namespace,
     )
     failures: list[BaseException] = []
     try:

@@ -153,14 +153,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             )
 
     @property
-    def app_namespace(self) -> str:
-        """The infra namespace: where maas-api runs and gateway selector labels go."""
+    def effective_infra_namespace(self) -> str:
+        """The infra namespace in use: ``--infra-namespace``, or the controller namespace when
+        that is unset. Where maas-api runs and the gateway selector labels go."""
         return self.infra_namespace or self.controller_namespace
 
     def maas_api_url(self, tenant: str) -> str:
         service = "maas-api" if tenant == contract.DEFAULT_TENANT_NAME else f"maas-api-{tenant}"
         return self.maas_api_url_template.format(
-            service=service, namespace=self.app_namespace, tenant=tenant
+            service=service, namespace=self.effective_infra_namespace, tenant=tenant
         )
 
 

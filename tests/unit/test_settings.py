@@ -48,7 +48,7 @@ def test_defaults_and_env_fallbacks() -> None:
     )
     assert s.aitenant_namespace == "ai-tenants"
     assert s.controller_namespace == "ctl"
-    assert s.app_namespace == "ctl"
+    assert s.effective_infra_namespace == "ctl"
     assert s.gateway_namespace == "gw"
     assert s.leader_elect is True
     assert s.deletion_timeout == 600

@@ -113,12 +113,12 @@ def check_placement(tenant: AITenantView, settings: Settings) -> str:
     """The derived tenant namespace, or StepFailed(InvalidPlacement) with upstream's message."""
     s = settings
     ref = f"AITenant {tenant.namespace}/{tenant.name}"
-    app = s.app_namespace
+    infra = s.effective_infra_namespace
     subscription = s.maas_subscription_namespace
     tns = naming.tenant_namespace_for(tenant.name, subscription)
     problem = None
-    if app and tenant.namespace == app:
-        problem = f'{ref} must not be created in the protected application namespace "{app}"'
+    if infra and tenant.namespace == infra:
+        problem = f'{ref} must not be created in the protected application namespace "{infra}"'
     elif subscription and tenant.namespace == subscription:
         problem = (
             f"{ref} must be created in a separate infra namespace, not the tenant namespace "
@@ -134,9 +134,9 @@ def check_placement(tenant: AITenantView, settings: Settings) -> str:
             "derived tenant namespace must be different from the AITenant infra namespace "
             f'"{tenant.namespace}"'
         )
-    elif app and tns == app:
+    elif infra and tns == infra:
         problem = (
-            f'derived tenant namespace must not be the protected application namespace "{app}"'
+            f'derived tenant namespace must not be the protected application namespace "{infra}"'
         )
     elif errors := naming.dns1123_label_errors(tns):
         problem = f'derived tenant namespace "{tns}" is invalid: {"; ".join(errors)}'
@@ -199,7 +199,9 @@ class AITenantReconciler:
                 return Done()
             status = self.status_writer(cached, tenant.generation)
             return await self.finalize(tenant, status)
-        obj = await self.ensure_finalizer(tenant)
+        obj = await ensure_finalizer(
+            self.client, AITenant, tenant.obj, contract.AITENANT_FINALIZER, self.remember
+        )
         tenant = AITenantView(obj)
         status = self.status_writer(obj, tenant.generation)
         try:
@@ -256,11 +258,6 @@ class AITenantReconciler:
         )
 
     # -- steps ---------------------------------------------------------------------------------
-    async def ensure_finalizer(self, tenant: AITenantView) -> Obj:
-        return await ensure_finalizer(
-            self.client, AITenant, tenant.obj, contract.AITENANT_FINALIZER, self.remember
-        )
-
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
     ) -> tuple[AITenantView, Obj | None]:
@@ -357,23 +354,23 @@ class AITenantReconciler:
         self, ctx: TenantContext, gateway: Obj, status: StatusWriter
     ) -> None:
         """Non-fatal: a failure sets Degraded and the tenant carries on."""
-        app = self.settings.app_namespace
+        infra = self.settings.effective_infra_namespace
         try:
             wanted = infra_labels.desired_labels(gateway)
             try:
-                ns = await self.reads.get(Namespace, app)
+                ns = await self.reads.get(Namespace, infra)
             except ApiError as exc:
                 raise infra_labels.LabelConflict(
-                    f"read infra namespace {app}: {api_message(exc)}"
+                    f"read infra namespace {infra}: {api_message(exc)}"
                 ) from None
             if ns is None and wanted:
                 raise infra_labels.LabelConflict(
-                    f'read infra namespace {app}: namespaces "{app}" not found'
+                    f'read infra namespace {infra}: namespaces "{infra}" not found'
                 )
             if ns is not None:
                 meta = ns.metadata or ObjectMeta()
                 patch = infra_labels.plan_ensure(
-                    namespace=app,
+                    namespace=infra,
                     labels=meta.labels,
                     annotations=meta.annotations,
                     gateway_name=ctx.gateway_name,
@@ -383,7 +380,9 @@ class AITenantReconciler:
                     patch["metadata"]["resourceVersion"] = meta.resourceVersion
                     self.reads.remember(
                         Namespace,
-                        await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE),
+                        await self.client.patch(
+                            Namespace, infra, patch, patch_type=PatchType.MERGE
+                        ),
                     )
         except (infra_labels.LabelConflict, ApiError) as exc:
             message = exc.args[0] if isinstance(exc, infra_labels.LabelConflict) else str(exc)

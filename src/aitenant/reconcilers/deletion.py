@@ -288,14 +288,14 @@ class TenantFinalizer:
                     raise
 
     async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
-        app = self.settings.app_namespace
-        ns = await self.reads.get(Namespace, app)
+        infra = self.settings.effective_infra_namespace
+        ns = await self.reads.get(Namespace, infra)
         if ns is None:
             return
         meta = ns.metadata or ObjectMeta()
         try:
             patch = infra_labels.plan_release(
-                namespace=app,
+                namespace=infra,
                 labels=meta.labels,
                 annotations=meta.annotations,
                 gateway_name=ctx.gateway_name,
@@ -307,7 +307,7 @@ class TenantFinalizer:
             patch["metadata"]["resourceVersion"] = meta.resourceVersion
             self.reads.remember(
                 Namespace,
-                await self.client.patch(Namespace, app, patch, patch_type=PatchType.MERGE),
+                await self.client.patch(Namespace, infra, patch, patch_type=PatchType.MERGE),
             )
 
     async def remove_finalizer(self, status: StatusWriter) -> None:

@@ -258,11 +258,11 @@ class TenantConfigReconciler:
         self.cache = cache
         self.applier = Applier(client)
         self.ca = certs.CALoader(settings.maas_api_ca_file, settings.maas_api_ca_key_file)
-        self.certs = certs.ServingCerts(self.ca, settings.app_namespace, now)
+        self.certs = certs.ServingCerts(self.ca, settings.effective_infra_namespace, now)
         self.tracked = TrackedObjects(
             self.applier,
             cache,
-            infra_namespace=settings.app_namespace,
+            infra_namespace=settings.effective_infra_namespace,
             default_gateway_name=settings.gateway_name,
         )
         self.cleanup = ConfigCleanup(
@@ -303,7 +303,7 @@ class TenantConfigReconciler:
         status = StatusWriter(
             self.client, MaasTenantConfig, config, generation, self.remember, events=None
         )
-        status.status["infraNamespace"] = self.settings.app_namespace
+        status.status["infraNamespace"] = self.settings.effective_infra_namespace
         try:
             result = await self._reconcile_live(key, config, status)
         except FirstRollout as rollout:
@@ -329,7 +329,7 @@ class TenantConfigReconciler:
         await self.check_inputs(telemetry)
         spec = config.get("spec") or {}
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
-        infra = self.settings.app_namespace
+        infra = self.settings.effective_infra_namespace
         cert_secret = await self.cache.read(kinds.SECRET, infra, names.serving_cert)
         serving = self.serving_cert(cert_secret, names.api)
         ctx = PlatformContext(
@@ -438,7 +438,7 @@ class TenantConfigReconciler:
             raise StepFailed(Reason.MISSING_INPUT, str(exc)) from None
         await self.check_apis(telemetry)
         secret_name = self.settings.maas_api_db_secret
-        infra = self.settings.app_namespace
+        infra = self.settings.effective_infra_namespace
         secret = await self.reads.get(Secret, secret_name, infra)
         if secret is None:
             raise StepFailed(

@@ -8,7 +8,7 @@ by new connections without restarting the server.
 
     reloader = CertReloader(cert_dir)
     await reloader.start()
-    runner = await serve(build_app(policy=policy, index=index), host="0.0.0.0", port=9443,
+    runner = await serve(admission_app(policy=policy, index=index), host="0.0.0.0", port=9443,
                          reloader=reloader)
     ...
     await runner.cleanup()
@@ -127,7 +127,7 @@ def _judge_singleton(singleton: contract.SingletonKind) -> Judge:
     return judge
 
 
-def build_app(
+def admission_app(
     *,
     policy: WebhookPolicy,
     index: GatewayIndex,

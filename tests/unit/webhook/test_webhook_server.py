@@ -11,14 +11,14 @@ from aiohttp.test_utils import TestClient, TestServer
 from webhook_fakes import POLICY, FakeIndex, admission_request, review_body, tenant
 
 from aitenant import contract
-from aitenant.webhook.server import build_app
+from aitenant.webhook.server import admission_app
 
 LOGGER = "aitenant.webhook.server"
 
 
 @pytest.fixture
 async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
-    app = build_app(policy=POLICY, index=FakeIndex([tenant("team-b", gateway="shared")]))
+    app = admission_app(policy=POLICY, index=FakeIndex([tenant("team-b", gateway="shared")]))
     async with TestClient(TestServer(app)) as test_client:
         yield test_client
 
@@ -86,7 +86,7 @@ async def test_only_post_on_the_webhook_path(
 
 async def test_oversized_body_with_content_length_is_413(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
-    app = build_app(policy=POLICY, index=FakeIndex(), max_bytes=100)
+    app = admission_app(policy=POLICY, index=FakeIndex(), max_bytes=100)
     async with TestClient(TestServer(app)) as small:
         response = await small.post(contract.WEBHOOK_PATH, data=b"x" * 101)
         assert response.status == 413
@@ -99,7 +99,7 @@ async def test_oversized_chunked_body_is_413() -> None:
         for _ in range(10):
             yield b"x" * 50
 
-    app = build_app(policy=POLICY, index=FakeIndex(), max_bytes=100)
+    app = admission_app(policy=POLICY, index=FakeIndex(), max_bytes=100)
     async with TestClient(TestServer(app)) as small:
         response = await small.post(contract.WEBHOOK_PATH, data=chunks())
         assert response.status == 413
@@ -107,12 +107,12 @@ async def test_oversized_chunked_body_is_413() -> None:
 
 async def test_body_at_the_cap_is_served() -> None:
     body = review_body(admission_request("CREATE", tenant()))
-    app = build_app(policy=POLICY, index=FakeIndex(), max_bytes=len(body))
+    app = admission_app(policy=POLICY, index=FakeIndex(), max_bytes=len(body))
     async with TestClient(TestServer(app)) as exact:
         response = await exact.post(contract.WEBHOOK_PATH, data=body)
         assert response.status == 200
 
 
-def test_build_app_rejects_a_non_positive_cap() -> None:
+def test_admission_app_rejects_a_non_positive_cap() -> None:
     with pytest.raises(ValueError, match="max_bytes"):
-        build_app(policy=POLICY, index=FakeIndex(), max_bytes=0)
+        admission_app(policy=POLICY, index=FakeIndex(), max_bytes=0)

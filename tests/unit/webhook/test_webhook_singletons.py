@@ -12,7 +12,7 @@ from aiohttp.test_utils import TestClient, TestServer
 from webhook_fakes import POLICY, FakeIndex, review_body
 
 from aitenant import contract
-from aitenant.webhook.server import build_app
+from aitenant.webhook.server import admission_app
 from aitenant.webhook.validators import (
     DEFAULT_MAX_BYTES,
     review_singleton,
@@ -122,7 +122,7 @@ def test_malformed_body_is_http_400() -> None:
 
 @pytest.fixture
 async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
-    app = build_app(policy=POLICY, index=FakeIndex())
+    app = admission_app(policy=POLICY, index=FakeIndex())
     async with TestClient(TestServer(app)) as test_client:
         yield test_client
 

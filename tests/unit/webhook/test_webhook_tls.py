@@ -19,7 +19,7 @@ from webhook_fakes import POLICY, FakeIndex, admission_request, review_body, ten
 
 from aitenant import contract
 from aitenant.runtime.tls import CertReloader
-from aitenant.webhook.server import build_app, serve
+from aitenant.webhook.server import admission_app, serve
 
 HOST = "127.0.0.1"
 
@@ -84,7 +84,7 @@ async def served(cert_dir: Path) -> AsyncIterator[tuple[Served, trustme.CA, trus
     write_pair(cert_dir, cert)
     reloader = CertReloader(cert_dir, interval=0.02)
     await reloader.start()
-    app = build_app(policy=POLICY, index=FakeIndex())
+    app = admission_app(policy=POLICY, index=FakeIndex())
     runner = await serve(app, host=HOST, port=0, reloader=reloader)
     try:
         port = runner.addresses[0][1]
