@@ -41,7 +41,7 @@ import charm_cos
 import charm_lightkube
 import charm_manifests
 import charm_pki
-from aitenant import cluster_manifests, contract, kubernetes_version
+from aitenant import contract, kubernetes_version
 from charm_config import CharmConfig, describe_error
 from charm_flags import (
     ControllerInputs,
@@ -100,6 +100,10 @@ MAAS_TENANT_CONFIG = create_namespaced_resource(
 # serve the new certificate (it polls its certificate files every 10 s) before dropping the
 # old CA from caBundle. If it is not served by then, the old CA stays until a later event.
 WEBHOOK_SETTLE_SECONDS: Final = 30.0
+# After a replan, how long the hook waits for the controller to answer /readyz, so the
+# status that hook leaves is already the truth (a restart is ready in about 2 s; Pebble's
+# own check only runs one period after the replan, and no event follows its first success).
+CONTROLLER_START_SECONDS: Final = 30.0
 
 
 class ClusterStepError(Exception):
@@ -131,6 +135,24 @@ class OtherDeployment:
     binding: str
 
 
+@dataclass(frozen=True)
+class ClusterFacts:
+    """What the cluster says, read once per dispatch by whichever handler needs it first.
+
+    Reconcile uses these as guards and collect-status as rungs of its ladder, so the status
+    after any hook (observed or not) derives from the cluster, never from what another
+    handler happened to set earlier in the same process.
+    """
+
+    access: ApiAccess
+    # The API server's version is older than we support: the line to show (Blocked).
+    unsupported: str = ""
+    # Another model's deployment serves this cluster (this one stays stopped).
+    other: OtherDeployment | None = None
+    # A read failed (version or ClusterRoleBindings): what failed, for a Waiting status.
+    error: str = ""
+
+
 class AITenantCharm(ops.CharmBase):
     """Deploy and configure the AITenant controller; wire it to MaaS API and the gateway."""
 
@@ -138,11 +160,11 @@ class AITenantCharm(ops.CharmBase):
 
     def __init__(self, framework: ops.Framework):
         super().__init__(framework)
-        self._stored.set_default(removal_prepared=False)
+        # cluster_error: why the last attempt to apply the cluster objects failed ("" when
+        # it succeeded); a fact every later hook's status can read.
+        self._stored.set_default(removal_prepared=False, cluster_error="")
         self._client: Client | None = None
-        self._api_access: ApiAccess | None = None
-        self._cluster_error = ""
-        self._other: OtherDeployment | None = None
+        self._facts: ClusterFacts | None = None
 
         self.gateway = GatewayMetadataRequirer(self, relation_name=GATEWAY_RELATION)
         self.maas_api = MaasApiRequirer(self, relation_name=MAAS_API_RELATION)
@@ -209,21 +231,23 @@ class AITenantCharm(ops.CharmBase):
         """
         self._reconcile_cos()
         # 1.
-        self._api_access = None
-        self._cluster_error = ""
-        if not self._check_api_access().trusted:
-            logger.info("Kubernetes API not usable yet: %s", self._check_api_access().error)
+        self._facts = None
+        facts = self._cluster_facts()
+        if not facts.access.trusted:
+            logger.info("Kubernetes API not usable yet: %s", facts.access.error)
+            return
+        if facts.error:
+            logger.info("cannot read the cluster yet: %s", facts.error)
+            return
+        if facts.unsupported:
+            logger.warning("%s; nothing applied", facts.unsupported)
+            self._stop_controller()
             return
         if self._stored.removal_prepared:
             self._stop_controller()
             return
-        try:
-            self._other = self._other_deployment()
-        except ApiError as exc:
-            self._cluster_error = f"{exc.status.code} {exc.status.message}"
-            return
-        if self._other is not None:
-            logger.warning("model %s already runs this charm on the cluster", self._other.model)
+        if facts.other is not None:
+            logger.warning("model %s already runs this charm on the cluster", facts.other.model)
             self._stop_controller()
             return
         is_leader = self.unit.is_leader()
@@ -246,13 +270,12 @@ class AITenantCharm(ops.CharmBase):
                 overlapping = self._reconcile_webhook_configuration(tls)
         except ApiError as exc:
             # A 409/422/429/5xx: record it for the status ladder, retry on the next event.
-            self._cluster_error = f"{exc.status.code} {exc.status.message}"
-            logger.warning("applying cluster objects failed: %s", self._cluster_error)
+            self._record_cluster_error(f"{exc.status.code} {exc.status.message}")
             return
         except ClusterStepError as exc:
-            self._cluster_error = str(exc)
-            logger.warning("applying cluster objects failed: %s", self._cluster_error)
+            self._record_cluster_error(str(exc))
             return
+        self._stored.cluster_error = ""
         # 6.
         container = self.unit.get_container(CONTAINER)
         if not container.can_connect():
@@ -273,6 +296,10 @@ class AITenantCharm(ops.CharmBase):
         targets = self._log_targets(container)
         layer = self._construct_layer(inputs, log_targets=targets)
         self._reconcile_pebble(container, layer)
+
+    def _record_cluster_error(self, error: str) -> None:
+        logger.warning("applying cluster objects failed: %s", error)
+        self._stored.cluster_error = error
 
     # --- COS ------------------------------------------------------------------------------
 
@@ -350,11 +377,12 @@ class AITenantCharm(ops.CharmBase):
         container = self.unit.get_container(CONTAINER)
         if not container.can_connect():
             return
-        if SERVICE in container.get_plan().services:
-            service = container.get_services(SERVICE).get(SERVICE)
-            if service is not None and service.is_running():
-                container.stop(SERVICE)
-                logger.info("controller stopped")
+        # Anything but inactive: in backoff (between a crash and Pebble's restart) the
+        # service is not "running", yet Pebble would start it again a moment later.
+        current = _service_status(container)
+        if current not in ("", "inactive"):
+            container.stop(SERVICE)
+            logger.info("controller stopped (was %s)", current)
 
     def _on_prepare_removal(self, event: ops.ActionEvent) -> None:
         """Stop the controller and release our finalizers so nothing hangs after removal.
@@ -372,8 +400,9 @@ class AITenantCharm(ops.CharmBase):
                 "(another unit would restart the controller and add the finalizers back)"
             )
             return
-        if not self._check_api_access().trusted:
-            event.fail(f"Kubernetes API not usable: {self._check_api_access().error or 'trust'}")
+        access = self._cluster_facts().access
+        if not access.trusted:
+            event.fail(f"Kubernetes API not usable: {access.error or 'trust'}")
             return
         self._stored.removal_prepared = True
         self._stop_controller()
@@ -439,7 +468,6 @@ class AITenantCharm(ops.CharmBase):
                 raise
 
     def _reconcile_cluster_objects(self) -> None:
-        self._check_server_version()
         crds = charm_manifests.load_crds()
         roles = charm_manifests.load_cluster_roles()
         binding = charm_manifests.construct_cluster_role_binding(
@@ -502,15 +530,6 @@ class AITenantCharm(ops.CharmBase):
                 obj.metadata.name,
                 infra,
             )
-
-    def _check_server_version(self) -> None:
-        """Refuse an API server older than we support before writing anything to it."""
-        try:
-            problem = kubernetes_version.unsupported_reason(charm_lightkube.api_version(self._kube))
-        except (httpx2.HTTPError, ValueError) as exc:
-            raise ClusterStepError(f"cannot read the API server version: {exc}") from None
-        if problem is not None:
-            raise ClusterStepError(problem)
 
     def _reconcile_internal_ca(self, now: datetime.datetime) -> None:
         secret, content = self._read_secret(INTERNAL_CA_LABEL)
@@ -582,16 +601,18 @@ class AITenantCharm(ops.CharmBase):
         _push_if_changed(container, MAAS_API_CA_KEY_FILE, ca.key_pem, 0o600)
 
     def _reconcile_pebble(self, container: ops.Container, layer: ops.pebble.Layer) -> None:
-        plan = container.get_plan()
-        if (
-            _same_definitions(plan.services, layer.services)
-            and _same_definitions(plan.checks, layer.checks)
-            and _same_definitions(plan.log_targets, layer.log_targets)
-        ):
+        if _planned_as(container.get_plan(), layer):
             return
         container.add_layer(LAYER, layer, combine=True)
         container.replan()
-        logger.info("controller (re)planned")
+        started = time.monotonic()
+        deadline = started + CONTROLLER_START_SECONDS
+        while not controller_ready("127.0.0.1", HEALTH_PORT):
+            if time.monotonic() >= deadline:
+                logger.info("controller (re)planned; not ready after %.0f s", deadline - started)
+                return
+            time.sleep(0.2)
+        logger.info("controller (re)planned; ready after %.1f s", time.monotonic() - started)
 
     def _construct_layer(
         self,
@@ -653,9 +674,10 @@ class AITenantCharm(ops.CharmBase):
         """
         if self.app.planned_units() > 0:
             return
-        if not self._check_api_access().trusted:
+        facts = self._cluster_facts()
+        if not facts.access.trusted or facts.error:
             return
-        if self._other_deployment_safe() is not None:
+        if facts.other is not None:
             return  # the objects named like ours were never ours to delete
         name = self._cluster_scoped_name
         for kind in (ValidatingWebhookConfiguration, ClusterRoleBinding):
@@ -677,41 +699,45 @@ class AITenantCharm(ops.CharmBase):
                 if exc.status.code != 404:
                     logger.warning("could not delete %s objects: %s", namespaced.__name__, exc)
 
-    def _other_deployment_safe(self) -> OtherDeployment | None:
-        try:
-            return self._other_deployment()
-        except ApiError:
-            return None
-
     # --- Status -------------------------------------------------------------------------
 
     def _on_collect_status(self, event: ops.CollectStatusEvent) -> None:
         event.add_status(self._assess())
+        self._facts = None  # the last handler of the dispatch: the next one reads afresh
 
     def _assess(self) -> ops.StatusBase:
-        """The status ladder: the first failing check wins, so the order is the priority."""
-        access = self._check_api_access()
-        if not access.trusted:
-            if not access.error:
+        """The status ladder: the first failing check wins, so the order is the priority.
+
+        Every rung reads a fact available in any hook: the cluster (through
+        ``_cluster_facts``), stored state, config, relation data, secrets and the workload
+        container. None reads what another handler of this dispatch may have set.
+        """
+        facts = self._cluster_facts()
+        if not facts.access.trusted:
+            if not facts.access.error:
                 return ops.BlockedStatus(f"run `juju trust {self.app.name} --scope=cluster`")
-            return ops.WaitingStatus(f"Kubernetes API not reachable: {access.error}")
+            return ops.WaitingStatus(f"Kubernetes API not reachable: {facts.access.error}")
+        if facts.error:
+            return ops.WaitingStatus(f"Kubernetes API: {facts.error}")
+        if facts.unsupported:
+            return ops.BlockedStatus(facts.unsupported)
         if self._stored.removal_prepared:
             return ops.BlockedStatus(
                 "prepared for removal: controller stopped, finalizers released; "
                 f"run `juju remove-application {self.app.name}`"
             )
-        if self._other is not None:
+        if facts.other is not None:
             return ops.BlockedStatus(
-                f"model {self._other.model!r} already runs this charm on the cluster "
-                f"(ClusterRoleBinding {self._other.binding}); one deployment per cluster"
+                f"model {facts.other.model!r} already runs this charm on the cluster "
+                f"(ClusterRoleBinding {facts.other.binding}); one deployment per cluster"
             )
         try:
             config = self.load_config(CharmConfig)
         except ValidationError as exc:
             option, reason = describe_error(exc)
             return ops.BlockedStatus(f"invalid config {option}: {reason}")
-        if self._cluster_error:
-            return ops.WaitingStatus(f"cluster objects not applied: {self._cluster_error}")
+        if self.unit.is_leader() and self._stored.cluster_error:
+            return ops.WaitingStatus(f"cluster objects not applied: {self._stored.cluster_error}")
         container = self.unit.get_container(CONTAINER)
         if not container.can_connect():
             return ops.WaitingStatus(f"waiting for the {CONTAINER} container")
@@ -736,17 +762,40 @@ class AITenantCharm(ops.CharmBase):
                     f"waiting for the webhook certificate from `{CERTIFICATES_RELATION}`"
                 )
             return ops.WaitingStatus("waiting for the leader to issue the webhook certificate")
-        if SERVICE not in container.get_plan().services:
-            return ops.WaitingStatus("waiting for the controller service to be planned")
-        checks = container.get_checks("ready")
-        if "ready" in checks and checks["ready"].status != ops.pebble.CheckStatus.UP:
-            return ops.WaitingStatus("controller not ready: /readyz failing")
+        waiting = self._assess_controller(container)
+        if waiting is not None:
+            return waiting
         if not self.unit.is_leader():
             return ops.ActiveStatus("standby (leader election is the controller's)")
         tenants = self._count_tenants()
         if tenants is None:
             return ops.ActiveStatus()
         return ops.ActiveStatus(f"{tenants} tenant{'' if tenants == 1 else 's'}")
+
+    def _assess_controller(self, container: ops.Container) -> ops.StatusBase | None:
+        """The workload rungs: planned by us, running, and answering /readyz right now.
+
+        The rock's own layer already defines the service before the charm plans anything,
+        so "planned" means "as the charm would plan it now". Pebble's ready check says `up`
+        with no success before its first run (one period after each replan) and does not
+        see a crash that Pebble restarts within a period, so Active needs the controller to
+        answer /readyz to the charm's own probe (the pod shares one network namespace).
+        """
+        inputs = self._controller_inputs()
+        if inputs is None:
+            return ops.WaitingStatus("waiting for the controller service to be planned")
+        layer = self._construct_layer(inputs, log_targets=self._log_targets(container))
+        if not _planned_as(container.get_plan(), layer):
+            return ops.WaitingStatus("waiting for the controller service to be planned")
+        current = _service_status(container)
+        if current != "active":
+            return ops.WaitingStatus(f"controller service {current or 'absent'}")
+        checks = container.get_checks("ready")
+        if "ready" in checks and checks["ready"].status == ops.pebble.CheckStatus.DOWN:
+            return ops.WaitingStatus("controller not ready: /readyz failing")
+        if not controller_ready("127.0.0.1", HEALTH_PORT):
+            return ops.WaitingStatus("controller starting: /readyz not answering yet")
+        return None
 
     # --- Reads (no writes) ----------------------------------------------------------------
 
@@ -763,11 +812,29 @@ class AITenantCharm(ops.CharmBase):
     def _service_dns_names(self) -> list[str]:
         return charm_pki.service_dns_names(self.app.name, self.model.name)
 
-    def _check_api_access(self) -> ApiAccess:
-        """Probe the API once per dispatch: list CRDs (needs cluster-scoped trust)."""
-        if self._api_access is None:
-            self._api_access = self._probe_api()
-        return self._api_access
+    def _cluster_facts(self) -> ClusterFacts:
+        """Trust, the server version and another deployment: read once per dispatch."""
+        if self._facts is None:
+            self._facts = self._read_cluster_facts()
+        return self._facts
+
+    def _read_cluster_facts(self) -> ClusterFacts:
+        access = self._probe_api()
+        if not access.trusted:
+            return ClusterFacts(access=access)
+        try:
+            unsupported = kubernetes_version.unsupported_reason(
+                charm_lightkube.api_version(self._kube)
+            )
+        except (httpx2.HTTPError, OSError, ValueError) as exc:
+            return ClusterFacts(access=access, error=f"cannot read its version: {exc}")
+        if unsupported is not None:
+            return ClusterFacts(access=access, unsupported=unsupported)
+        try:
+            other = self._other_deployment()
+        except ApiError as exc:
+            return ClusterFacts(access=access, error=f"{exc.status.code} {exc.status.message}")
+        return ClusterFacts(access=access, other=other)
 
     def _probe_api(self) -> ApiAccess:
         try:
@@ -891,6 +958,15 @@ def served_certificate(host: str, port: int, timeout: float = 2.0) -> str | None
     return ssl.DER_cert_to_PEM_cert(der) if der else None
 
 
+def controller_ready(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when the controller answers ``/readyz`` with 200 on ``host:port`` right now."""
+    try:
+        answer = httpx2.get(f"http://{host}:{port}/readyz", timeout=timeout)
+    except (httpx2.HTTPError, OSError):
+        return False
+    return answer.status_code == 200
+
+
 def _update_databag(databag: Any, data: Mapping[str, str]) -> None:
     """Write the keys whose value differs (Juju sees no change when nothing does)."""
     for key, value in data.items():
@@ -913,6 +989,28 @@ def _same_definitions(
     return all(
         name in current and current[name].to_dict() == item.to_dict()
         for name, item in desired.items()
+    )
+
+
+def _service_status(container: ops.Container) -> str:
+    """The controller service's current status as Pebble names it; "" when not in the plan.
+
+    Pebble also reports "backoff" (between a crash and the restart), which ``ops`` has no
+    enum member for and passes on as the plain string.
+    """
+    service = container.get_services(SERVICE).get(SERVICE)
+    if service is None:
+        return ""
+    current = service.current
+    return current.value if isinstance(current, ops.pebble.ServiceStatus) else str(current)
+
+
+def _planned_as(plan: ops.pebble.Plan, layer: ops.pebble.Layer) -> bool:
+    """True when the plan already holds the layer's services, checks and log targets."""
+    return (
+        _same_definitions(plan.services, layer.services)
+        and _same_definitions(plan.checks, layer.checks)
+        and _same_definitions(plan.log_targets, layer.log_targets)
     )
 
 

@@ -25,8 +25,8 @@ from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 APP = "aitenant-k8s"
 MODEL = "maas"
-# What the fake API server answers on /version (a server without CEL, like the e2e one).
-SERVER_VERSION = {"major": "1", "minor": "20", "gitVersion": "v1.20.2"}
+# What the fake API server answers on /version (the e2e suite's version).
+SERVER_VERSION = {"major": "1", "minor": "37", "gitVersion": "v1.37.2"}
 
 DEFAULT_MAAS_API = MaasApiAppData(
     image="quay.io/opendatahub/maas-api:v1",

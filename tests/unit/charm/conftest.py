@@ -29,7 +29,7 @@ def kube() -> Iterator[MagicMock]:
 @pytest.fixture
 def private() -> Iterator[PrivateCalls]:
     """What the charm asks through lightkube's private API (``charm_lightkube``, tested at the
-    transport in test_charm_lightkube.py): a 1.20 API server with no AITenant by default."""
+    transport in test_charm_lightkube.py): a 1.37 API server with no AITenant by default."""
     with (
         patch.object(charm_lightkube, "api_version", autospec=True) as version,
         patch.object(charm_lightkube, "count_objects", autospec=True) as count,
@@ -43,6 +43,13 @@ def private() -> Iterator[PrivateCalls]:
 def served() -> Iterator[MagicMock]:
     """What the unit's webhook port serves: nothing by default (no workload in unit tests)."""
     with patch.object(charm, "served_certificate", return_value=None) as probe:
+        yield probe
+
+
+@pytest.fixture(autouse=True)
+def readyz() -> Iterator[MagicMock]:
+    """Whether the controller answers /readyz to the charm's probe: yes by default."""
+    with patch.object(charm, "controller_ready", return_value=True) as probe:
         yield probe
 
 

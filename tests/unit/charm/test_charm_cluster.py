@@ -251,16 +251,28 @@ def _has_cel(crds: list[CustomResourceDefinition]) -> bool:
     return "x-kubernetes-validations" in json.dumps([crd.to_dict() for crd in crds])
 
 
-def test_crds_carry_cel_rules_only_where_the_api_server_evaluates_them(kit: CharmKit):
-    # GIVEN a 1.20 API server (the fake's default), WHEN the leader reconciles
+def test_crds_keep_their_cel_rules(kit: CharmKit):
+    # GIVEN a supported API server (1.37, the fake's default)
+    # WHEN the leader reconciles
     kit.make_ready()
-    # THEN the CRDs are applied without CEL rules (the webhook enforces them there)
-    assert not _has_cel(kit.applied(CustomResourceDefinition))
-    # AND on a 1.30 API server they keep them
-    kit.kube.apply.reset_mock()
-    kit.server_version("1", "30")
-    kit.reconcile()
+    # THEN the CRDs are applied with their CEL rules (every supported server evaluates them)
     assert _has_cel(kit.applied(CustomResourceDefinition))
+
+
+def test_an_api_server_older_than_1_32_blocks_and_nothing_is_written(kit: CharmKit):
+    # GIVEN a 1.31 API server
+    kit.private.version.return_value = {"major": "1", "minor": "31", "gitVersion": "v1.31.9"}
+    # WHEN the leader reconciles with everything related
+    kit.make_ready()
+    # THEN it is blocked with the one line naming both versions
+    assert kit.status() == ops.BlockedStatus(
+        "the API server runs Kubernetes v1.31.9; aitenant-k8s needs 1.32 or later"
+    )
+    # AND it wrote nothing to the cluster and planned no controller
+    kit.kube.apply.assert_not_called()
+    kit.kube.patch.assert_not_called()
+    kit.kube.delete.assert_not_called()
+    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
 
 
 def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str | None]]:
