@@ -9,9 +9,10 @@ Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
 3. ``delete_tenant_config``          its ``tenant-cleanup`` finalizer runs the MaaS cleanup;
                                        we wait (requeue) until it is gone
 4. ``delete_tenant_rbac``            owned Roles and owned legacy RoleBindings only
+                                       (``tenant_rbac``)
 5. ``release_tenant_namespace``      our labels/annotations removed; the namespace is kept
 6. ``delete_gateway_auth_policy``    unless annotated ``opendatahub.io/managed: "false"``
-7. ``delete_gateway_claims``         every claim this tenant owns
+7. ``delete_gateway_claims``         every claim this tenant owns (``gateway_claim``)
 8. ``release_infra_namespace_labels``
 9. ``remove_finalizer``
 
@@ -30,12 +31,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 from collections.abc import Callable
-from typing import Any
 
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
-from lightkube.resources.core_v1 import ConfigMap, Namespace
-from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
@@ -43,11 +42,12 @@ from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
 from aitenant.platform import kinds
 from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers import conditions, infra_labels, ownership
-from aitenant.reconcilers.aitenant import TenantContext, check_placement, claim_owned_by
 from aitenant.reconcilers.finalizers import drop_finalizer, ensure_finalizer
+from aitenant.reconcilers.gateway_claim import GatewayClaims
 from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
 from aitenant.reconcilers.status import StatusWriter
-from aitenant.reconcilers.watches import CLAIM_OWNER_INDEX
+from aitenant.reconcilers.tenant_context import TenantContext, check_placement
+from aitenant.reconcilers.tenant_rbac import TenantRoles
 from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
 from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder
@@ -88,12 +88,16 @@ class TenantFinalizer:
         self.events = events
         self.revoker = revoker
         self.now = now
+        self.claims = GatewayClaims(
+            client=client, reads=reads, namespace=settings.aitenant_namespace
+        )
+        self.roles = TenantRoles(client=client, reads=reads)
 
     async def __call__(self, tenant: AITenantView, status: StatusWriter) -> Result:
         try:
             tns = check_placement(tenant, self.settings)
         except StepFailed:
-            await self.delete_gateway_claims(tenant)
+            await self.claims.delete_gateway_claims(tenant)
             await self.remove_finalizer(status)
             return Done()
         ctx = self._context(tenant, tns)
@@ -111,14 +115,14 @@ class TenantFinalizer:
             await self.ensure_api_keys_revoked(ctx, status)
             if not await self.delete_tenant_config(ctx):
                 return RequeueAfter(REQUEUE_CONFIG_CLEANUP)
-            await self.delete_tenant_rbac(ctx)
+            await self.roles.delete_tenant_rbac(ctx)
             await self.release_tenant_namespace(ctx)
         except DeletionBlocked as blocked:
             status.set_phase(contract.PHASE_TERMINATING, Reason.DELETION_BLOCKED, str(blocked))
             await status.flush()
             return Retry(str(blocked))
         await self.delete_gateway_auth_policy(ctx)
-        await self.delete_gateway_claims(tenant)
+        await self.claims.delete_gateway_claims(tenant)
         await self.release_infra_namespace_labels(ctx)
         await self.remove_finalizer(status)
         log.info(
@@ -193,33 +197,6 @@ class TenantFinalizer:
             raise
         return False
 
-    async def delete_tenant_rbac(self, ctx: TenantContext) -> None:
-        tenant = ctx.tenant
-        admin = naming.tenant_admin_role_name(tenant.name)
-        object_admin = naming.object_admin_role_name(tenant.name)
-        for kind, name, namespace in (
-            (RoleBinding, admin, ctx.tenant_namespace),
-            (Role, admin, ctx.tenant_namespace),
-            (RoleBinding, object_admin, tenant.namespace),
-            (Role, object_admin, tenant.namespace),
-        ):
-            await self._delete_if_owned(kind, name, namespace, tenant)
-
-    async def _delete_if_owned(
-        self, kind: Any, name: str, namespace: str, tenant: AITenantView
-    ) -> None:
-        obj = await self.reads.get(kind, name, namespace)
-        if obj is None:
-            return
-        meta = obj.metadata or ObjectMeta()
-        if not ownership.owned_by(meta.annotations, tenant.name, tenant.namespace):
-            return  # a user's object that happens to carry the name
-        try:
-            await self.client.delete(kind, name, namespace=namespace)
-        except ApiError as exc:
-            if not is_not_found(exc):
-                raise
-
     async def release_tenant_namespace(self, ctx: TenantContext) -> None:
         name = ctx.tenant_namespace
         try:
@@ -268,24 +245,6 @@ class TenantFinalizer:
         except ApiError as exc:
             if not is_not_found(exc):
                 raise
-
-    async def delete_gateway_claims(self, tenant: AITenantView) -> None:
-        ns = self.settings.aitenant_namespace
-        claims = await self.reads.list(
-            ConfigMap,
-            namespace=ns,
-            labels={contract.LABEL_GATEWAY_CLAIM: "true"},
-            index=(CLAIM_OWNER_INDEX, tenant.name),  # not every claim: this tenant's
-        )
-        for claim in claims:
-            meta = claim.metadata or ObjectMeta()
-            if not claim_owned_by(meta, tenant):
-                continue
-            try:
-                await self.client.delete(ConfigMap, meta.name or "", namespace=ns)
-            except ApiError as exc:
-                if not is_not_found(exc):
-                    raise
 
     async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
         infra = self.settings.effective_infra_namespace
@@ -356,10 +315,10 @@ class TenantFinalizer:
             )
         steps = (
             lambda: self.delete_tenant_config(ctx),
-            lambda: self.delete_tenant_rbac(ctx),
+            lambda: self.roles.delete_tenant_rbac(ctx),
             lambda: self.release_tenant_namespace(ctx),
             lambda: self.delete_gateway_auth_policy(ctx),
-            lambda: self.delete_gateway_claims(tenant),
+            lambda: self.claims.delete_gateway_claims(tenant),
             lambda: self.release_infra_namespace_labels(ctx),
         )
         for step in steps:

@@ -6,7 +6,7 @@ split: the platform context (Gateway name, OIDC) belongs to the AITenant spec, t
 the AITenant's own tenant namespace is considered, and every copy is fill-only: a value already
 on the target wins, so nothing an administrator set is ever overwritten.
 
-The reconciler (``aitenant.py``) does the I/O in this order:
+``legacy_migration.py`` does the I/O, for the AITenant reconciler, in this order:
 
 1. ``platform_context_patch``  every pass while the legacy object exists, before
                                ``status.gatewayRef`` is written → ``LegacyTenantMigrationFailed``

@@ -1,0 +1,160 @@
+"""Migration from a legacy ``Tenant/default-tenant``: the reads and writes (docs/contract.md §6).
+What to copy, mark and verify is decided in ``legacy.py``, purely; this module does the I/O.
+
+The create path (``aitenant.py``) calls, in order:
+
+1. ``migrate_legacy_platform_context``  step 2a, every pass while the legacy object exists: its
+                                        Gateway name and OIDC filled into the AITenant's spec
+                                        (§6.1) before status.gatewayRef is written
+2. ``retire_legacy_tenant``             step 8, after the MaasTenantConfig was created or
+                                        adopted (with the legacy apiKeys/telemetry, §6.2): the
+                                        legacy object marked migrated (§6.3), then deleted once
+                                        verified (§6.4)
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lightkube import ApiError, AsyncClient
+from lightkube.types import PatchType
+
+from aitenant import contract
+from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
+from aitenant.reconcilers import legacy
+from aitenant.reconcilers.status import StatusWriter
+from aitenant.reconcilers.tenant_context import TenantContext
+from aitenant.resources import AITenant, AITenantView, LegacyTenant, Obj
+from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.requests import delete_with_preconditions
+from aitenant.settings import Settings
+
+log = logging.getLogger(__name__)
+
+Reason = contract.Reason
+
+
+class LegacyMigration:
+    def __init__(self, *, client: AsyncClient, reads: CachedReads, settings: Settings) -> None:
+        self.client = client
+        # The legacy Tenants from their informer (one name per namespace; its CRD may be absent).
+        self.reads = reads
+        self.settings = settings
+
+    async def migrate_legacy_platform_context(
+        self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
+    ) -> tuple[AITenantView, Obj | None]:
+        """Fill the spec from a legacy Tenant/default-tenant (docs/contract.md §6.1); returns
+        (tenant, legacy).
+
+        A legacy Tenant that cannot be migrated is ``LegacyTenantMigrationFailed`` without
+        requeue, as upstream: only a change brings the tenant back. An API error on the way is
+        reported the same but retried (upstream leaves it Failed until another event, which
+        strands tenants on any transient 5xx). A successful spec patch does not end the
+        pass (docs/differences.md D1): the rest of the pass runs on the patched object.
+        """
+        failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
+        try:
+            legacy_tenant = await self.reads.get(
+                LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
+            )
+        except ApiError as exc:
+            raise StepFailed(failed, api_message(exc), cause=exc) from None
+        if legacy_tenant is None:
+            return tenant, None
+        legacy_tenant = dict(legacy_tenant)
+        try:
+            patch = legacy.platform_context_patch(
+                tenant=tenant.obj,
+                legacy=legacy_tenant,
+                gateway_namespace=self.settings.gateway_namespace,
+                default_gateway_name=self.settings.gateway_name,
+            )
+        except legacy.MigrationError as exc:
+            raise StepFailed(failed, str(exc), requeue_after=None, cause=exc) from None
+        if patch is None:
+            return tenant, legacy_tenant
+        updated = await self._fill_spec(tenant, patch)
+        log.info(
+            "aitenant %s/%s: filled %s from legacy Tenant %s/%s",
+            tenant.namespace,
+            tenant.name,
+            ", ".join(f"spec.{k}" for k in sorted(patch["spec"])),
+            tenant_namespace,
+            contract.LEGACY_TENANT_NAME,
+        )
+        status.rebase(updated)
+        return AITenantView(updated), legacy_tenant
+
+    async def _fill_spec(self, tenant: AITenantView, patch: Obj) -> Obj:
+        # Fill-only against the copy we decided on: a concurrent spec edit makes this a
+        # conflict, retried with backoff on the newer object.
+        patch["metadata"] = {"resourceVersion": tenant.obj["metadata"]["resourceVersion"]}
+        try:
+            updated = await self.client.patch(
+                AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
+            )
+        except ApiError as exc:
+            if is_conflict(exc):
+                raise
+            raise StepFailed(
+                Reason.LEGACY_TENANT_MIGRATION_FAILED,
+                f"patch AITenant with legacy Tenant platform context: {api_message(exc)}",
+                cause=exc,
+            ) from None
+        return dict(updated)
+
+    async def retire_legacy_tenant(self, ctx: TenantContext, config: Obj) -> None:
+        """Mark the legacy Tenant migrated (docs/contract.md §6.3), then delete it once verified
+        (docs/contract.md §6.4).
+
+        The delete carries UID and resourceVersion preconditions: a legacy object changed (or
+        replaced) since the verification is left for the next pass to judge again.
+        """
+        legacy_tenant = ctx.legacy_tenant
+        if legacy_tenant is None:
+            return
+        tenant, ns = ctx.tenant, ctx.tenant_namespace
+        name = contract.LEGACY_TENANT_NAME
+        failed = Reason.TENANT_CONFIG_RECONCILE_FAILED
+        patch = legacy.mark_patch(legacy_tenant, tenant.name, tenant.namespace)
+        if patch is not None:
+            try:
+                legacy_tenant = dict(
+                    await self.client.patch(
+                        LegacyTenant, name, patch, namespace=ns, patch_type=PatchType.MERGE
+                    )
+                )
+            except ApiError as exc:
+                if is_not_found(exc):
+                    return
+                raise StepFailed(failed, api_message(exc), cause=exc) from None
+            self.reads.remember(LegacyTenant, legacy_tenant)
+            log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
+        if not legacy.removal_verified(
+            config=config,
+            legacy=legacy_tenant,
+            tenant_name=tenant.name,
+            tenant_namespace=tenant.namespace,
+            tenant_ns=ns,
+        ):
+            return
+        legacy_meta = legacy_tenant["metadata"]
+        try:
+            await delete_with_preconditions(
+                self.client,
+                LegacyTenant,
+                name,
+                namespace=ns,
+                uid=legacy_meta.get("uid"),
+                resource_version=legacy_meta.get("resourceVersion"),
+            )
+        except ApiError as exc:
+            if is_not_found(exc):
+                return
+            raise StepFailed(
+                failed,
+                f"delete migrated legacy Tenant {ns}/{name}: {api_message(exc)}",
+                cause=exc,
+            ) from None
+        log.info("aitenant %s: migrated legacy Tenant %s/%s removed", tenant.name, ns, name)
