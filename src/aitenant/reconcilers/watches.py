@@ -1,6 +1,7 @@
-"""What an informer event means to the controllers: predicates, index keys and the
-event-to-key mappings that ``app.py`` wires to the informers' handlers. Pure functions of the
-objects (and the settings), no I/O.
+"""What an informer event means to the controllers: predicates, index keys, and the handlers
+that turn events into queued keys. The predicates are pure functions of the objects (and the
+settings); the handlers (``requeue_aitenants``, ``requeue_configs``, ``wake_bootstrap``) only
+enqueue, no I/O. ``app`` calls each once, before the informers start.
 
 - ``aitenant`` controller: ``tenant_changed``; a config or Role names its AITenant through the
   owner annotations (``annotated_owner``); a Gateway through the ``gateway`` index.
@@ -12,12 +13,20 @@ objects (and the settings), no I/O.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from aitenant import contract
 from aitenant.reconcilers import conditions
 from aitenant.resources import Obj, annotations_of, labels_of
 from aitenant.runtime.controller import Key
-from aitenant.runtime.informer import EventType
+from aitenant.runtime.informer import EventType, Handler
 from aitenant.settings import Settings
+
+if TYPE_CHECKING:
+    from aitenant.platform.cache import PlatformCache
+    from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
+    from aitenant.runtime.controller import Controller
+    from aitenant.runtime.informer import Informer
 
 GATEWAY_INDEX = "gateway"
 CONFIG_OWNER_INDEX = "owner"
@@ -150,3 +159,142 @@ def tracked_config_key(obj: Obj) -> Key | None:
     if not namespace or not labels.get(contract.LABEL_TENANT_NAME):
         return None
     return config_key_for(namespace)
+
+
+# -- handlers: informer events → queued keys -------------------------------------------------
+class TenantsByGateway:
+    """The AITenants using a Gateway, from the AITenant informer's ``gateway`` index: asked by
+    the Gateway handlers below and by the admission webhook (``validators.GatewayIndex``)."""
+
+    def __init__(self, tenants: Informer) -> None:
+        self.tenants = tenants
+
+    def has_synced(self) -> bool:
+        return self.tenants.synced.is_set()
+
+    def tenants_for_gateway(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        return [
+            (o["metadata"]["namespace"], o["metadata"]["name"])
+            for o in self.tenants.by_index(GATEWAY_INDEX, gateway_index_key(namespace, name))
+        ]
+
+
+def requeue_aitenants(
+    controller: Controller,
+    *,
+    tenants: Informer,
+    configs: Informer,
+    roles: Informer,
+    gateways: Informer,
+    by_gateway: TenantsByGateway,
+) -> None:
+    """Queue an AITenant when it changes (``tenant_changed``), when its config or one of its
+    Roles does (their owner annotations), and when its Gateway is created, deleted or given a
+    new generation."""
+
+    def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
+        if tenant_changed(event, old, new):
+            meta = new["metadata"]
+            controller.enqueue(
+                Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)
+            )
+
+    def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
+        # Only default-tenant is a tenant's config; another one copying its labels and
+        # annotations concerns neither the AITenant nor the platform.
+        if new["metadata"]["name"] == contract.TENANT_CONFIG_NAME and (key := annotated_owner(new)):
+            controller.enqueue(key, low_priority=settled(event, new))
+
+    def on_role(event: EventType, old: Obj | None, new: Obj) -> None:
+        # A tenant-admin Role edited or deleted by someone else: restore it now.
+        if event != "ADDED" and (key := annotated_owner(new)) is not None:
+            controller.enqueue(key)
+
+    def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
+        if (
+            event == "MODIFIED"
+            and old is not None
+            and old["metadata"].get("generation") == new["metadata"].get("generation")
+        ):
+            return
+        meta = new["metadata"]
+        for namespace, name in by_gateway.tenants_for_gateway(meta["namespace"], meta["name"]):
+            controller.enqueue(Key(namespace, name))
+
+    tenants.add_handler(on_tenant)
+    configs.add_handler(on_config)
+    gateways.add_handler(on_gateway)
+    roles.add_handler(on_role)
+
+
+def requeue_configs(
+    controller: Controller,
+    *,
+    settings: Settings,
+    tenants: Informer,
+    configs: Informer,
+    gateways: Informer,
+    platform: PlatformCache,
+    by_gateway: TenantsByGateway,
+) -> None:
+    """Queue a MaasTenantConfig when it changes (``wanted``, ``config_changed``) and when what
+    its platform is rendered from does: the owning AITenant's status.gatewayRef, its Gateway
+    appearing or going, and any of its platform objects (the Deployment turning Available, a
+    user's edit, a deletion). Configs are found by owner through ``CONFIG_OWNER_INDEX``."""
+
+    def enqueue_owned_by(namespace: str, name: str) -> None:
+        for config in configs.by_index(CONFIG_OWNER_INDEX, f"{namespace}/{name}"):
+            if in_scope(config, settings):
+                meta = config["metadata"]
+                controller.enqueue(Key(meta["namespace"], meta["name"]))
+
+    def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
+        if wanted(new, settings) and (event == "DELETED" or config_changed(old, new)):
+            meta = new["metadata"]
+            controller.enqueue(
+                Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)
+            )
+
+    def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
+        if event == "DELETED" or platform_context_changed(old, new):
+            enqueue_owned_by(new["metadata"]["namespace"], new["metadata"]["name"])
+
+    def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
+        if event == "MODIFIED":
+            return  # the platform needs the Gateway to exist, nothing more
+        meta = new["metadata"]
+        for namespace, name in by_gateway.tenants_for_gateway(meta["namespace"], meta["name"]):
+            enqueue_owned_by(namespace, name)
+
+    def on_platform_object(event: EventType, old: Obj | None, new: Obj) -> None:
+        if (key := tracked_config_key(new)) is not None:
+            controller.enqueue(key)
+
+    configs.add_handler(on_config)
+    tenants.add_handler(on_tenant)
+    gateways.add_handler(on_gateway)
+    platform.add_handler(on_platform_object)
+
+
+def wake_bootstrap(
+    bootstrap: DefaultTenantBootstrap,
+    *,
+    settings: Settings,
+    config_anchor: Informer,
+    tenants: Informer,
+    configs: Informer,
+) -> None:
+    """Wake the default-tenant bootstrap on events of the objects it decides on: Config/default,
+    the default AITenant and its MaasTenantConfig."""
+
+    def wake_on(namespace: str, name: str) -> Handler:
+        def handler(event: EventType, old: Obj | None, new: Obj) -> None:
+            meta = new["metadata"]
+            if (meta.get("namespace") or "", meta["name"]) == (namespace, name):
+                bootstrap.wake()
+
+        return handler
+
+    config_anchor.add_handler(wake_on("", contract.CONFIG_NAME))
+    tenants.add_handler(wake_on(settings.aitenant_namespace, contract.DEFAULT_TENANT_NAME))
+    configs.add_handler(wake_on(settings.maas_subscription_namespace, contract.TENANT_CONFIG_NAME))

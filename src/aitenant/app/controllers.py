@@ -1,0 +1,105 @@
+"""Both reconcilers, each with its collaborators, and the controllers that run them; the
+default-tenant bootstrap (a leader-only loop, not a controller)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lightkube import AsyncClient
+
+from aitenant import contract
+from aitenant.app.caches import Caches
+from aitenant.platform.discovery import ApiDiscovery, http_fetch
+from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
+from aitenant.reconcilers.deletion import TenantFinalizer
+from aitenant.reconcilers.revocation import KeyRevoker
+from aitenant.reconcilers.tenant_config import TenantConfigReconciler
+from aitenant.runtime.controller import Controller, Reconcile
+from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.informer import Informer
+from aitenant.runtime.metrics import Metrics
+from aitenant.settings import Settings
+
+
+@dataclass(frozen=True)
+class Controllers:
+    aitenant: Controller
+    config: Controller
+    # The default-tenant bootstrap (leader only); None with --manage-default-tenant=false.
+    bootstrap: DefaultTenantBootstrap | None
+
+
+def build_controllers(
+    settings: Settings, client: AsyncClient, metrics: Metrics, caches: Caches
+) -> Controllers:
+    def controller(name: str, reconcile: Reconcile, waits_for: list[Informer]) -> Controller:
+        return Controller(
+            name, reconcile, metrics=metrics, workers=settings.workers, caches=waits_for
+        )
+
+    # A controller waits for the caches its passes read that sync on any cluster; the Gateway's
+    # and the platform's CRDs may be missing, and a pass reads those from the API until their
+    # informers have synced.
+    return Controllers(
+        aitenant=controller(
+            "aitenant",
+            aitenant_reconciler(settings, client, caches).reconcile,
+            [
+                caches.tenants,
+                caches.configs,
+                caches.claims,
+                caches.roles,
+                caches.namespaces,
+                caches.legacy_tenants,
+            ],
+        ),
+        config=controller(
+            "maastenantconfig",
+            config_reconciler(settings, client, caches).reconcile,
+            [caches.tenants, caches.configs, caches.db_secret, *caches.platform.built_in_informers],
+        ),
+        bootstrap=(
+            DefaultTenantBootstrap(client=client, settings=settings)
+            if settings.manage_default_tenant
+            else None
+        ),
+    )
+
+
+def aitenant_reconciler(
+    settings: Settings, client: AsyncClient, caches: Caches
+) -> AITenantReconciler:
+    events = EventRecorder(client, component=contract.EVENT_SOURCE)
+    finalizer = TenantFinalizer(
+        client=client,
+        settings=settings,
+        events=events,
+        revoker=KeyRevoker(ca_file=settings.maas_api_ca_file),
+        reads=caches.reads,
+        platform=caches.platform,
+    )
+    return AITenantReconciler(
+        client=client,
+        settings=settings,
+        events=events,
+        get_tenant=caches.tenants.get,
+        remember=caches.tenants.remember,
+        reads=caches.reads,
+        finalize=finalizer,
+    )
+
+
+def config_reconciler(
+    settings: Settings, client: AsyncClient, caches: Caches
+) -> TenantConfigReconciler:
+    return TenantConfigReconciler(
+        client=client,
+        settings=settings,
+        get_config=caches.configs.get,
+        remember=caches.configs.remember,
+        get_tenant=caches.tenants.get,
+        reads=caches.reads,
+        discovery=ApiDiscovery(http_fetch(client)),
+        cache=caches.platform,
+    )

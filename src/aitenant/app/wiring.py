@@ -1,0 +1,81 @@
+"""``build_app``: one builder per concern, each given what it needs."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from lightkube import AsyncClient
+
+from aitenant.app.caches import build_caches
+from aitenant.app.controllers import build_controllers
+from aitenant.app.manager import build_manager
+from aitenant.app.servers import build_servers
+from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
+from aitenant.reconcilers.watches import requeue_aitenants, requeue_configs, wake_bootstrap
+from aitenant.runtime.controller import Controller
+from aitenant.runtime.informer import Informer
+from aitenant.runtime.manager import Manager
+from aitenant.runtime.metrics import Metrics
+from aitenant.settings import Settings
+
+
+@dataclass
+class App:
+    settings: Settings
+    client: AsyncClient
+    metrics: Metrics
+    manager: Manager
+    tenants: Informer
+    configs: Informer
+    gateways: Informer
+    aitenant_controller: Controller
+    config_controller: Controller
+    # The default-tenant bootstrap (leader only); None with --manage-default-tenant=false.
+    bootstrap: DefaultTenantBootstrap | None = None
+
+
+def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
+    caches = build_caches(settings, client, metrics)
+    controllers = build_controllers(settings, client, metrics, caches)
+    # Which informer events queue which keys (reconcilers/watches.py).
+    requeue_aitenants(
+        controllers.aitenant,
+        tenants=caches.tenants,
+        configs=caches.configs,
+        roles=caches.roles,
+        gateways=caches.gateways,
+        by_gateway=caches.by_gateway,
+    )
+    requeue_configs(
+        controllers.config,
+        settings=settings,
+        tenants=caches.tenants,
+        configs=caches.configs,
+        gateways=caches.gateways,
+        platform=caches.platform,
+        by_gateway=caches.by_gateway,
+    )
+    if controllers.bootstrap is not None and caches.config_anchor is not None:
+        wake_bootstrap(
+            controllers.bootstrap,
+            settings=settings,
+            config_anchor=caches.config_anchor,
+            tenants=caches.tenants,
+            configs=caches.configs,
+        )
+    manager = build_manager(settings, client, metrics, caches, controllers)
+    manager.servers.extend(
+        build_servers(settings, metrics, ready=manager.ready_problem, index=caches.by_gateway)
+    )
+    return App(
+        settings,
+        client,
+        metrics,
+        manager,
+        caches.tenants,
+        caches.configs,
+        caches.gateways,
+        controllers.aitenant,
+        controllers.config,
+        bootstrap=controllers.bootstrap,
+    )
