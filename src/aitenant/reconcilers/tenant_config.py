@@ -50,14 +50,14 @@ from lightkube.resources.core_v1 import Secret
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform import certs, kinds
-from aitenant.platform.apply import Applier, ApplyError, is_unmanaged
+from aitenant.platform.apply import Applier, ApplyError, ApplyReport, is_unmanaged
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import Tenant, TrackedObjects
 from aitenant.platform.render import (
-    DEFAULT_MAX_EXPIRATION_DAYS,
     Manifest,
     PlatformContext,
+    PlatformNames,
     RenderError,
     Telemetry,
     names_for,
@@ -65,6 +65,12 @@ from aitenant.platform.render import (
 )
 from aitenant.reconcilers import conditions
 from aitenant.reconcilers.config_deletion import ConfigCleanup, remove_finalizer
+from aitenant.reconcilers.config_spec import (
+    max_expiration_days,
+    replicas_for,
+    telemetry_of,
+    tenant_identity,
+)
 from aitenant.reconcilers.finalizers import ensure_finalizer
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.reconcilers.watches import has_leftover_finalizer, in_scope
@@ -75,7 +81,6 @@ from aitenant.resources import (
     MaasTenantConfig,
     Obj,
     annotations_of,
-    labels_of,
 )
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.reads import CachedReads
@@ -133,30 +138,6 @@ class FirstRollouts:
         self._deadlines.pop(key, None)
 
 
-def tenant_identity(config: Obj) -> str:
-    """The tenant a config belongs to (its ``tenant-name`` label), or StepFailed."""
-    meta = config["metadata"]
-    ref = f"tenant {meta['namespace']}/{meta['name']}"
-    labels = labels_of(config)
-    name = labels.get(contract.LABEL_TENANT_NAME, "")
-    if not name:
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG,
-            f"{ref} has {contract.LABEL_MANAGED_BY_AITENANT}=true but "
-            f"{contract.LABEL_TENANT_NAME} is missing or empty",
-        )
-    if name == contract.DEFAULT_TENANT_NAME and (
-        meta["name"] != contract.TENANT_CONFIG_NAME
-        or labels.get(contract.LABEL_TENANT_NAMESPACE) != meta["namespace"]
-    ):
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG,
-            f"{ref} claims the default tenant {contract.DEFAULT_TENANT_NAME}, which only "
-            f"{contract.TENANT_CONFIG_NAME} labelled with its own namespace may do",
-        )
-    return name
-
-
 def deployment_available(obj: Obj | None) -> bool:
     """Available=True, observed at the Deployment's current generation."""
     if obj is None:
@@ -169,67 +150,6 @@ def deployment_available(obj: Obj | None) -> bool:
         c.get("type") == "Available" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
-
-
-def replicas_for(config: Obj, default: int) -> int:
-    raw = annotations_of(config).get(contract.ANNOTATION_MAAS_API_REPLICAS)
-    if raw is None:
-        return default
-    try:
-        value = int(raw)
-    except ValueError:
-        value = -1
-    if value < 0:
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG,
-            f'annotation {contract.ANNOTATION_MAAS_API_REPLICAS}="{raw}" is not a '
-            "non-negative integer",
-        )
-    return value
-
-
-TELEMETRY_SWITCHES = (
-    ("captureOrganization", "organization"),
-    ("captureUser", "user"),
-    ("captureGroup", "group"),
-    ("captureModelUsage", "model_usage"),
-)
-
-
-def telemetry_of(config: Obj) -> Telemetry | None:
-    """``spec.telemetry`` as upstream reads it: no block, no metrics; a block is enabled unless
-    ``enabled: false``; each dimension keeps upstream's default unless set."""
-    block = (config.get("spec") or {}).get("telemetry")
-    if block is None:
-        return None
-    if not isinstance(block, dict):
-        raise StepFailed(Reason.INVALID_TENANT_CONFIG, "spec.telemetry must be an object")
-    enabled = _flag(block, "enabled", "spec.telemetry.enabled", True)
-    if not enabled:
-        return None
-    metrics = block.get("metrics")
-    if metrics is None:
-        metrics = {}
-    if not isinstance(metrics, dict):
-        raise StepFailed(Reason.INVALID_TENANT_CONFIG, "spec.telemetry.metrics must be an object")
-    defaults = Telemetry()
-    return Telemetry(
-        **{
-            attr: _flag(metrics, field, f"spec.telemetry.metrics.{field}", getattr(defaults, attr))
-            for field, attr in TELEMETRY_SWITCHES
-        }
-    )
-
-
-def _flag(block: Obj, field: str, path: str, default: bool) -> bool:
-    value = block.get(field)
-    if value is None:
-        return default
-    if not isinstance(value, bool):
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG, f"{path} must be true or false, not {value!r}"
-        )
-    return value
 
 
 class TenantConfigReconciler:
@@ -327,7 +247,6 @@ class TenantConfigReconciler:
         owner, gw_namespace, gw_name = await self.platform_context(config)
         telemetry = telemetry_of(config)
         await self.check_inputs(telemetry)
-        spec = config.get("spec") or {}
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
         infra = self.settings.effective_infra_namespace
         cert_secret = await self.cache.read(kinds.SECRET, infra, names.serving_cert)
@@ -345,28 +264,15 @@ class TenantConfigReconciler:
             cleanup_image=self.settings.maas_api_cleanup_image,
             replicas=replicas_for(config, self.settings.maas_api_replicas),
             serving_cert=serving,
-            max_expiration_days=int(
-                (spec.get("apiKeys") or {}).get("maxExpirationDays") or DEFAULT_MAX_EXPIRATION_DAYS
-            ),
+            max_expiration_days=max_expiration_days(config),
             telemetry=telemetry,
             authorino_namespaces=self.settings.authorino_namespaces,
         )
         if telemetry is not None and telemetry.user:
             self.warn_user_metrics(key, status.generation)
-        try:
-            manifests = render(ctx)
-        except RenderError as exc:
-            raise StepFailed(Reason.RENDER_FAILED, str(exc)) from None
-        try:
-            report = await self.applier.apply_all(manifests, self.cached)
-            await self.tracked.prune(
-                key, tenant, frozenset(m.ref for m in manifests), gw_namespace
-            )
-        except ApplyError as exc:
-            self.tracked.forget(key)
-            if exc.transient:  # retried soon, with backoff; nothing to tell the tenant yet
-                raise exc.cause from None
-            raise StepFailed(Reason.APPLY_FAILED, str(exc)) from None
+        rendered = self.render(ctx)
+        report = await self.apply(key, rendered)
+        await self.prune(key, tenant, rendered, gw_namespace)
         if report.writes:
             log.info(
                 "maastenantconfig %s: applied %s; created %s",
@@ -374,25 +280,7 @@ class TenantConfigReconciler:
                 ", ".join(report.applied) or "-",
                 ", ".join(report.created) or "-",
             )
-        deployment = report.live.get(("apps", "Deployment", infra, names.api))
-        if not deployment_available(deployment):
-            if conditions.find_condition(status.status, contract.CONDITION_READY) is None:
-                # A new tenant's first rollout: its Deployment's watch brings us back in a
-                # moment, usually Available (one status write, not two).
-                left = self.first_rollouts.seconds_left(key, wrote_platform=bool(report.writes))
-                if left is not None:
-                    raise FirstRollout(left)
-            raise StepFailed(
-                Reason.MAAS_API_NOT_AVAILABLE,
-                f"waiting for Deployment {infra}/{names.api} to become available",
-                phase=contract.PHASE_PENDING,
-                requeue_after=REQUEUE_NOT_AVAILABLE,
-            )
-        self.first_rollouts.end(key)
-        status.set_phase(
-            contract.PHASE_ACTIVE, Reason.RECONCILED, contract.ConfigMessage.RECONCILED
-        )
-        return RequeueAfter(RESYNC_READY)
+        return self.rollout_readiness(key, report, names, status)
 
     # -- steps ---------------------------------------------------------------------------------
     async def platform_context(self, config: Obj) -> tuple[AITenantView, str, str]:
@@ -470,12 +358,68 @@ class TenantConfigReconciler:
             )
 
     def serving_cert(self, secret: Obj | None, service: str) -> certs.ServingCert:
-        """The certificate to render: the live one while it is good, else a new one."""
+        """Step 5: the certificate to render: the live one while it is good, else a new one."""
         current = certs.from_secret(secret)
         if secret is not None and is_unmanaged(secret):
             # Opted out: render what is there, so nothing else churns on its account.
             return current or certs.ServingCert("", "", "")
         return self.certs.for_service(current, service)
+
+    def render(self, ctx: PlatformContext) -> list[Manifest]:
+        """Step 6a: the tenant's platform from the templates → RenderFailed."""
+        try:
+            return render(ctx)
+        except RenderError as exc:
+            raise StepFailed(Reason.RENDER_FAILED, str(exc)) from None
+
+    async def apply(self, key: Key, manifests: list[Manifest]) -> ApplyReport:
+        """Step 6b: server-side apply of what differs from the live copies → ApplyFailed."""
+        try:
+            return await self.applier.apply_all(manifests, self.cached)
+        except ApplyError as exc:
+            raise self._apply_failed(key, exc) from None
+
+    async def prune(
+        self, key: Key, tenant: Tenant, manifests: list[Manifest], gateway_namespace: str
+    ) -> None:
+        """Step 6c: delete the tenant's objects that were not rendered this time."""
+        try:
+            await self.tracked.prune(
+                key, tenant, frozenset(m.ref for m in manifests), gateway_namespace
+            )
+        except ApplyError as exc:
+            raise self._apply_failed(key, exc) from None
+
+    def _apply_failed(self, key: Key, exc: ApplyError) -> Exception:
+        self.tracked.forget(key)
+        if exc.transient:  # retried soon, with backoff; nothing to tell the tenant yet
+            return exc.cause
+        return StepFailed(Reason.APPLY_FAILED, str(exc))
+
+    def rollout_readiness(
+        self, key: Key, report: ApplyReport, names: PlatformNames, status: StatusWriter
+    ) -> Result:
+        """Step 7: Ready once the maas-api Deployment is Available at its generation; a new
+        tenant's first rollout writes no waiting status for its window (``FirstRollouts``)."""
+        infra = self.settings.effective_infra_namespace
+        if not deployment_available(report.live.get(("apps", "Deployment", infra, names.api))):
+            if conditions.find_condition(status.status, contract.CONDITION_READY) is None:
+                # A new tenant's first rollout: its Deployment's watch brings us back in a
+                # moment, usually Available (one status write, not two).
+                left = self.first_rollouts.seconds_left(key, wrote_platform=bool(report.writes))
+                if left is not None:
+                    raise FirstRollout(left)
+            raise StepFailed(
+                Reason.MAAS_API_NOT_AVAILABLE,
+                f"waiting for Deployment {infra}/{names.api} to become available",
+                phase=contract.PHASE_PENDING,
+                requeue_after=REQUEUE_NOT_AVAILABLE,
+            )
+        self.first_rollouts.end(key)
+        status.set_phase(
+            contract.PHASE_ACTIVE, Reason.RECONCILED, contract.ConfigMessage.RECONCILED
+        )
+        return RequeueAfter(RESYNC_READY)
 
     def warn_user_metrics(self, key: Key, generation: int) -> None:
         """Upstream's privacy warning when user identities go into metrics; once per

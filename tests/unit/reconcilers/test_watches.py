@@ -14,7 +14,7 @@ from aitenant.reconcilers.watches import (
 )
 from aitenant.runtime.controller import Key
 
-from .test_tenant_config import config
+from .test_config_spec import config
 
 
 def test_platform_context_changed() -> None:
