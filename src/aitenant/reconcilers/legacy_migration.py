@@ -5,11 +5,13 @@ The create path (``aitenant.py``) calls, in order:
 
 1. ``migrate_legacy_platform_context``  step 2a, every pass while the legacy object exists: its
                                         Gateway name and OIDC filled into the AITenant's spec
-                                        (§6.1) before status.gatewayRef is written
+                                        (docs/contract.md §6.1) before status.gatewayRef is
+                                        written
 2. ``retire_legacy_tenant``             step 8, after the MaasTenantConfig was created or
-                                        adopted (with the legacy apiKeys/telemetry, §6.2): the
-                                        legacy object marked migrated (§6.3), then deleted once
-                                        verified (§6.4)
+                                        adopted with the legacy apiKeys/telemetry
+                                        (docs/contract.md §6.2): the legacy object marked
+                                        migrated (docs/contract.md §6.3), then deleted once
+                                        verified (docs/contract.md §6.4)
 """
 
 from __future__ import annotations
