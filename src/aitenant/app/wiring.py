@@ -38,31 +38,10 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     caches = build_caches(settings, client, metrics)
     controllers = build_controllers(settings, client, metrics, caches)
     # Which informer events queue which keys (reconcilers/watches.py).
-    requeue_aitenants(
-        controllers.aitenant,
-        tenants=caches.tenants,
-        configs=caches.configs,
-        roles=caches.roles,
-        gateways=caches.gateways,
-        by_gateway=caches.by_gateway,
-    )
-    requeue_configs(
-        controllers.config,
-        settings=settings,
-        tenants=caches.tenants,
-        configs=caches.configs,
-        gateways=caches.gateways,
-        platform=caches.platform,
-        by_gateway=caches.by_gateway,
-    )
-    if controllers.bootstrap is not None and caches.config_anchor is not None:
-        wake_bootstrap(
-            controllers.bootstrap,
-            settings=settings,
-            config_anchor=caches.config_anchor,
-            tenants=caches.tenants,
-            configs=caches.configs,
-        )
+    requeue_aitenants(controllers.aitenant, caches)
+    requeue_configs(controllers.config, caches, settings)
+    if controllers.bootstrap is not None:
+        wake_bootstrap(controllers.bootstrap, caches, settings)
     manager = build_manager(settings, client, metrics, caches, controllers)
     manager.servers.extend(
         build_servers(settings, metrics, ready=manager.ready_problem, index=caches.by_gateway)

@@ -9,6 +9,8 @@ claims are read from their informer (indexed by owner, ``watches.CLAIM_OWNER_IND
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.core_v1 import ConfigMap
@@ -24,12 +26,12 @@ from aitenant.runtime.reads import CachedReads
 Reason = contract.Reason
 
 
+@dataclass(frozen=True, kw_only=True)
 class GatewayClaims:
-    def __init__(self, *, client: AsyncClient, reads: CachedReads, namespace: str) -> None:
-        self.client = client
-        self.reads = reads
-        # The AITenant namespace: the claims live beside the AITenants.
-        self.namespace = namespace
+    client: AsyncClient
+    reads: CachedReads
+    # The AITenant namespace: the claims live beside the AITenants.
+    namespace: str
 
     async def ensure_gateway_claim(self, ctx: TenantContext) -> None:
         """This tenant's claim on its Gateway → GatewayClaimFailed (an API error: retried)."""

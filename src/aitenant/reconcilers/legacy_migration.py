@@ -17,6 +17,7 @@ The create path (``aitenant.py``) calls, in order:
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
@@ -36,12 +37,12 @@ log = logging.getLogger(__name__)
 Reason = contract.Reason
 
 
+@dataclass(frozen=True, kw_only=True)
 class LegacyMigration:
-    def __init__(self, *, client: AsyncClient, reads: CachedReads, settings: Settings) -> None:
-        self.client = client
-        # The legacy Tenants from their informer (one name per namespace; its CRD may be absent).
-        self.reads = reads
-        self.settings = settings
+    client: AsyncClient
+    # The legacy Tenants from their informer (one name per namespace; its CRD may be absent).
+    reads: CachedReads
+    settings: Settings
 
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter

@@ -9,6 +9,7 @@ Roles and the RoleBindings older controllers made, each only when this tenant ow
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
@@ -54,11 +55,11 @@ def object_admin_rules(name: str) -> list[PolicyRule]:
     ]
 
 
+@dataclass(frozen=True, kw_only=True)
 class TenantRoles:
-    def __init__(self, *, client: AsyncClient, reads: CachedReads) -> None:
-        self.client = client
-        # Roles from their informer (our label); legacy RoleBindings from the API.
-        self.reads = reads
+    client: AsyncClient
+    # Roles from their informer (our label); legacy RoleBindings from the API.
+    reads: CachedReads
 
     async def ensure_tenant_admin_roles(self, ctx: TenantContext) -> None:
         """Both Roles → RBACReconcileFailed (an API error: retried)."""

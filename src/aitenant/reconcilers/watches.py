@@ -13,7 +13,7 @@ enqueue, no I/O. ``app`` calls each once, before the informers start.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from aitenant import contract
 from aitenant.reconcilers import conditions
@@ -179,15 +179,26 @@ class TenantsByGateway:
         ]
 
 
-def requeue_aitenants(
-    controller: Controller,
-    *,
-    tenants: Informer,
-    configs: Informer,
-    roles: Informer,
-    gateways: Informer,
-    by_gateway: TenantsByGateway,
-) -> None:
+class Watched(Protocol):
+    """The caches the handlers are added to (``app.caches.Caches``)."""
+
+    @property
+    def tenants(self) -> Informer: ...
+    @property
+    def configs(self) -> Informer: ...
+    @property
+    def gateways(self) -> Informer: ...
+    @property
+    def roles(self) -> Informer: ...
+    @property
+    def platform(self) -> PlatformCache: ...
+    @property
+    def config_anchor(self) -> Informer | None: ...
+    @property
+    def by_gateway(self) -> TenantsByGateway: ...
+
+
+def requeue_aitenants(controller: Controller, caches: Watched) -> None:
     """Queue an AITenant when it changes (``tenant_changed``), when its config or one of its
     Roles does (their owner annotations), and when its Gateway is created, deleted or given a
     new generation."""
@@ -218,32 +229,25 @@ def requeue_aitenants(
         ):
             return
         meta = new["metadata"]
-        for namespace, name in by_gateway.tenants_for_gateway(meta["namespace"], meta["name"]):
+        for namespace, name in caches.by_gateway.tenants_for_gateway(
+            meta["namespace"], meta["name"]
+        ):
             controller.enqueue(Key(namespace, name))
 
-    tenants.add_handler(on_tenant)
-    configs.add_handler(on_config)
-    gateways.add_handler(on_gateway)
-    roles.add_handler(on_role)
+    caches.tenants.add_handler(on_tenant)
+    caches.configs.add_handler(on_config)
+    caches.gateways.add_handler(on_gateway)
+    caches.roles.add_handler(on_role)
 
 
-def requeue_configs(
-    controller: Controller,
-    *,
-    settings: Settings,
-    tenants: Informer,
-    configs: Informer,
-    gateways: Informer,
-    platform: PlatformCache,
-    by_gateway: TenantsByGateway,
-) -> None:
+def requeue_configs(controller: Controller, caches: Watched, settings: Settings) -> None:
     """Queue a MaasTenantConfig when it changes (``wanted``, ``config_changed``) and when what
     its platform is rendered from does: the owning AITenant's status.gatewayRef, its Gateway
     appearing or going, and any of its platform objects (the Deployment turning Available, a
     user's edit, a deletion). Configs are found by owner through ``CONFIG_OWNER_INDEX``."""
 
     def enqueue_owned_by(namespace: str, name: str) -> None:
-        for config in configs.by_index(CONFIG_OWNER_INDEX, f"{namespace}/{name}"):
+        for config in caches.configs.by_index(CONFIG_OWNER_INDEX, f"{namespace}/{name}"):
             if in_scope(config, settings):
                 meta = config["metadata"]
                 controller.enqueue(Key(meta["namespace"], meta["name"]))
@@ -263,29 +267,25 @@ def requeue_configs(
         if event == "MODIFIED":
             return  # the platform needs the Gateway to exist, nothing more
         meta = new["metadata"]
-        for namespace, name in by_gateway.tenants_for_gateway(meta["namespace"], meta["name"]):
+        for namespace, name in caches.by_gateway.tenants_for_gateway(
+            meta["namespace"], meta["name"]
+        ):
             enqueue_owned_by(namespace, name)
 
     def on_platform_object(event: EventType, old: Obj | None, new: Obj) -> None:
         if (key := tracked_config_key(new)) is not None:
             controller.enqueue(key)
 
-    configs.add_handler(on_config)
-    tenants.add_handler(on_tenant)
-    gateways.add_handler(on_gateway)
-    platform.add_handler(on_platform_object)
+    caches.configs.add_handler(on_config)
+    caches.tenants.add_handler(on_tenant)
+    caches.gateways.add_handler(on_gateway)
+    caches.platform.add_handler(on_platform_object)
 
 
-def wake_bootstrap(
-    bootstrap: DefaultTenantBootstrap,
-    *,
-    settings: Settings,
-    config_anchor: Informer,
-    tenants: Informer,
-    configs: Informer,
-) -> None:
+def wake_bootstrap(bootstrap: DefaultTenantBootstrap, caches: Watched, settings: Settings) -> None:
     """Wake the default-tenant bootstrap on events of the objects it decides on: Config/default,
-    the default AITenant and its MaasTenantConfig."""
+    the default AITenant and its MaasTenantConfig (without the Config's informer, the latter
+    two only)."""
 
     def wake_on(namespace: str, name: str) -> Handler:
         def handler(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -295,6 +295,9 @@ def wake_bootstrap(
 
         return handler
 
-    config_anchor.add_handler(wake_on("", contract.CONFIG_NAME))
-    tenants.add_handler(wake_on(settings.aitenant_namespace, contract.DEFAULT_TENANT_NAME))
-    configs.add_handler(wake_on(settings.maas_subscription_namespace, contract.TENANT_CONFIG_NAME))
+    if caches.config_anchor is not None:
+        caches.config_anchor.add_handler(wake_on("", contract.CONFIG_NAME))
+    caches.tenants.add_handler(wake_on(settings.aitenant_namespace, contract.DEFAULT_TENANT_NAME))
+    caches.configs.add_handler(
+        wake_on(settings.maas_subscription_namespace, contract.TENANT_CONFIG_NAME)
+    )

@@ -2,17 +2,24 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from typing import Any, cast
+
 from aitenant import contract
 from aitenant.reconcilers.watches import (
+    CONFIG_OWNER_INDEX,
     annotated_owner,
     config_changed,
     owner_index_key,
     platform_context_changed,
+    requeue_aitenants,
+    requeue_configs,
     settled,
     tenant_changed,
     tracked_config_key,
 )
 from aitenant.runtime.controller import Key
+from aitenant.settings import Settings
 
 from .test_config_spec import config
 
@@ -97,3 +104,70 @@ def test_annotated_owner() -> None:
     )
     assert annotated_owner(owned) == Key("ai-tenants", "red")
     assert annotated_owner(config()) is None
+
+
+# -- the handlers: which event queues which key ----------------------------------------------
+class FakeInformer:
+    def __init__(self, index: dict[tuple[str, str], list[dict[str, Any]]] | None = None) -> None:
+        self.handlers: list[Any] = []
+        self.index = index or {}
+
+    def add_handler(self, handler: Any) -> None:
+        self.handlers.append(handler)
+
+    def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
+        return self.index.get((name, value), [])
+
+    def emit(self, event: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
+        for handler in self.handlers:
+            handler(event, old, new)
+
+
+class Enqueued:
+    def __init__(self) -> None:
+        self.keys: list[Key] = []
+
+    def enqueue(self, key: Key, *, low_priority: bool = False) -> None:
+        self.keys.append(key)
+
+
+class RedUsesEveryGateway:
+    def tenants_for_gateway(self, namespace: str, name: str) -> list[tuple[str, str]]:
+        return [("ai-tenants", "red")]
+
+
+@dataclass
+class FakeCaches:
+    configs: FakeInformer
+    tenants: FakeInformer = field(default_factory=FakeInformer)
+    gateways: FakeInformer = field(default_factory=FakeInformer)
+    roles: FakeInformer = field(default_factory=FakeInformer)
+    platform: FakeInformer = field(default_factory=FakeInformer)
+    config_anchor: FakeInformer | None = None
+    by_gateway: RedUsesEveryGateway = field(default_factory=RedUsesEveryGateway)
+
+
+def gateway(generation: int) -> dict[str, Any]:
+    return {"metadata": {"namespace": "gateways", "name": "gw", "generation": generation}}
+
+
+def test_a_gateway_queues_its_tenants_unless_only_its_status_changed() -> None:
+    caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
+    requeue_aitenants(cast(Any, controller), cast(Any, caches))
+    caches.gateways.emit("ADDED", None, gateway(1))
+    caches.gateways.emit("MODIFIED", gateway(1), gateway(1))
+    caches.gateways.emit("MODIFIED", gateway(1), gateway(2))
+    caches.gateways.emit("DELETED", None, gateway(2))
+    assert controller.keys == [Key("ai-tenants", "red")] * 3
+
+
+def test_a_gateway_queues_its_tenants_configs_when_it_comes_or_goes() -> None:
+    owned = config(labels={contract.LABEL_TENANT_NAME: "red"})
+    owned["metadata"]["namespace"] = Settings().maas_subscription_namespace
+    configs = FakeInformer({(CONFIG_OWNER_INDEX, "ai-tenants/red"): [owned]})
+    caches, controller = FakeCaches(configs=configs), Enqueued()
+    requeue_configs(cast(Any, controller), cast(Any, caches), Settings())
+    caches.gateways.emit("MODIFIED", gateway(1), gateway(2))  # existing is all the platform needs
+    assert controller.keys == []
+    caches.gateways.emit("DELETED", None, gateway(2))
+    assert controller.keys == [Key(owned["metadata"]["namespace"], "default-tenant")]
