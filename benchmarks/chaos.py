@@ -113,7 +113,7 @@ async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
     with LocalCluster(audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
-        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        await samples.install_crds(client)
         for ns in (GATEWAY_NS, INFRA_NS, AITENANT_NS):
             await samples.ensure_namespace(client, ns)
         prepare = getattr(samples, "ensure_db_secret", None)

@@ -176,7 +176,7 @@ async def run(sequential: int, burst: int) -> None:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
         audit = Audit(cluster.audit_log)
-        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        await samples.install_crds(client)
         for ns in (GATEWAY_NS, INFRA_NS):
             await samples.ensure_namespace(client, ns)
         await samples.ensure_db_secret(client, INFRA_NS)

@@ -85,7 +85,7 @@ async def run(tenants: int) -> None:
         assert cluster.workdir is not None
         work = cluster.workdir
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="soak")
-        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        await samples.install_crds(client)
         for ns in (GATEWAY_NS, INFRA_NS):
             await samples.ensure_namespace(client, ns)
         prepare = getattr(samples, "ensure_db_secret", None)

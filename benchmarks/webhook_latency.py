@@ -146,7 +146,7 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
     with LocalCluster() as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
-        await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+        await samples.install_crds(client)
         await samples.ensure_namespace(client, GATEWAY_NS)
         await samples.ensure_namespace(client, AITENANT_NS)
         ca = trustme.CA()

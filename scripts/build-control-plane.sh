@@ -15,9 +15,14 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 
 KUBE_VERSION="${AITENANT_KUBE_VERSION:-1.37.2}"
-ETCD_VERSION="$(awk '$1 == "go.etcd.io/etcd/server/v3" {print $2}' tools/etcd/go.mod)"
-PEBBLE_VERSION="$(awk '$1 == "github.com/canonical/pebble" {print $2}' tools/pebble/go.mod)"
+# The version a module of ours requires: go.mod's "require PATH VERSION" or "\tPATH VERSION".
+required() { awk -v m="$2" '{ if ($1 == "require") $1 = ""; $0 = $0 } $1 == m { print $2 }' "$1"; }
+ETCD_VERSION="$(required tools/etcd/go.mod go.etcd.io/etcd/server/v3)"
+PEBBLE_VERSION="$(required tools/pebble/go.mod github.com/canonical/pebble)"
+[ -n "$ETCD_VERSION" ] && [ -n "$PEBBLE_VERSION" ] || {
+  echo "build-control-plane: cannot read the etcd or Pebble version from tools/*/go.mod" >&2; exit 1; }
 CACHE="${AITENANT_CACHE:-$HOME/.cache/aitenant-k8s}"
+command -v go >/dev/null || { echo "build-control-plane: needs Go on PATH" >&2; exit 1; }
 KUBE_BINARIES=(kube-apiserver kube-controller-manager kubectl)
 
 log() { echo "build-control-plane: $*" >&2; }
@@ -38,6 +43,10 @@ have_all() {
   for b in "${KUBE_BINARIES[@]}" etcd; do [ -x "$dir/$b" ] || return 1; done
 }
 
+# The CRDs of Gateway API and Kuadrant that the tests install (tests/harness/crds.py): into the
+# module cache now, so no test waits on a download.
+(cd tools/crds && go mod download)
+
 if [ -n "${KUBEBUILDER_ASSETS:-}" ]; then
   have_all "$KUBEBUILDER_ASSETS" || {
     log "KUBEBUILDER_ASSETS=$KUBEBUILDER_ASSETS lacks one of ${KUBE_BINARIES[*]} etcd"; exit 1; }
@@ -52,7 +61,6 @@ module="$ROOT/tools/kubernetes/v$KUBE_VERSION"
   log "no module for Kubernetes $KUBE_VERSION (tools/kubernetes/ has: $(ls tools/kubernetes | tr '\n' ' '))"
   exit 1; }
 BIN="$CACHE/kubernetes-v$KUBE_VERSION-etcd-$ETCD_VERSION/bin"
-command -v go >/dev/null || { log "needs Go (go.dev/doc/install); none on PATH"; exit 1; }
 
 if have_all "$BIN" && [ -x "$BIN/pebble" ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN"

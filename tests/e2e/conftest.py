@@ -27,7 +27,7 @@ from lightkube.resources.rbac_authorization_v1 import (
     RoleBinding,
 )
 
-from aitenant import cluster_manifests
+from aitenant import cluster_manifests, contract
 from aitenant.app import App, build_app, connect
 from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
@@ -100,7 +100,7 @@ async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = I
 @pytest.fixture(scope="session")
 async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
     client = client_for(cluster)
-    await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+    await samples.install_crds(client)
     for ns in (AITENANT_NS, GATEWAY_NS, INFRA_NS):
         await samples.ensure_namespace(client, ns)
     await samples.ensure_db_secret(client, INFRA_NS)
@@ -187,7 +187,10 @@ class RunningController:
         self._client: AsyncClient | None = None
 
     async def start(self) -> App:
-        self._client = connect(controller_kubeconfig(self.cluster), "aitenant-tests", self.metrics)
+        # The field manager the controller process uses (app.make_client).
+        self._client = connect(
+            controller_kubeconfig(self.cluster), contract.CONTROLLER_NAME, self.metrics
+        )
         app = build_app(self.settings, self._client, self.metrics)
         inner = app.aitenant_controller.reconcile
 

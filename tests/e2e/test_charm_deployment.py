@@ -60,7 +60,7 @@ import charm_pki
 from aitenant import contract
 from aitenant.resources import AITenant
 from charm import AITenantCharm
-from tests.harness import samples
+from tests.harness import crds, samples
 from tests.harness.cluster import LocalCluster, User, free_port
 
 from .charm_harness import APP, CharmThread, PlannedController, relate_maas_api
@@ -221,7 +221,7 @@ async def deployment(ca_cluster: LocalCluster) -> AsyncIterator[Deployment]:
     kube = AsyncClient(KubeConfig.from_file(ca_cluster.kubeconfig), field_manager="tests")
     for namespace in (MODEL, AITENANT_NS):
         await samples.ensure_namespace(kube, namespace)
-    await samples.install_crds(kube, [samples.TEST_CRDS])
+    await samples.install_crds(kube, crds.third_party_and_stand_ins())
     await expose_webhook(kube)
     assert ca_cluster.workdir is not None
     async with CharmThread(ca_cluster.kubeconfig, MODEL).begun() as charm_thread:

@@ -10,6 +10,7 @@ namespace) is removed, and nothing else of that config is written.
 from __future__ import annotations
 
 import copy
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -77,14 +78,7 @@ async def tenant_with_subscription(kube: AsyncClient, name: str) -> tuple[str, s
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
     subscription = await kube.create(
-        MaaSSubscription.from_dict(
-            {
-                "apiVersion": contract.API_VERSION,
-                "kind": "MaaSSubscription",
-                "metadata": {"name": "team", "namespace": tns},
-                "spec": {},
-            }
-        )
+        MaaSSubscription.from_dict(samples.maas_subscription("team", tns))
     )
     deployment = await kube.get(kinds.DEPLOYMENT.resource, f"maas-api-{name}", namespace=INFRA_NS)
     assert deployment.metadata is not None
@@ -129,6 +123,14 @@ async def copy_of_default_tenant(
     return dict(await kube.create(MaasTenantConfig.from_dict(body)))
 
 
+@pytest.fixture
+async def configs_named_freely(kube: AsyncClient) -> AsyncIterator[None]:
+    """A second config can exist only where the CRD's name rule came after it."""
+    async with samples.without_name_rule(kube, MaasTenantConfig):
+        yield
+
+
+@pytest.mark.usefixtures("configs_named_freely")
 async def test_a_second_config_with_the_tenants_labels_is_not_served(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
@@ -155,6 +157,7 @@ async def _gone_from_informer(controller: RunningController, namespace: str, nam
     return not await _informer_has(controller, namespace, name)
 
 
+@pytest.mark.usefixtures("configs_named_freely")
 async def test_leftover_finalizer_on_a_second_config_is_stripped_and_nothing_deleted(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
@@ -226,14 +229,7 @@ async def test_unlabelled_default_config_loses_only_the_leftover_finalizer(
     await samples.ensure_namespace(kube, SUBSCRIPTION_NS)
     await no_default_config(kube)
     subscription = await kube.create(
-        MaaSSubscription.from_dict(
-            {
-                "apiVersion": contract.API_VERSION,
-                "kind": "MaaSSubscription",
-                "metadata": {"name": "unmanaged-sub", "namespace": SUBSCRIPTION_NS},
-                "spec": {},
-            }
-        )
+        MaaSSubscription.from_dict(samples.maas_subscription("unmanaged-sub", SUBSCRIPTION_NS))
     )
     try:
         # Live: the finalizer goes, someone else's stays, nothing else is written.

@@ -162,12 +162,7 @@ async def test_deleted_default_tenant_is_not_recreated(
 ) -> None:
     tenant = await wait_phase(kube, DEFAULT, "Active")
     await wait_marked(kube)
-    subscription = {
-        "apiVersion": contract.API_VERSION,
-        "kind": "MaaSSubscription",
-        "metadata": {"name": "team-sub", "namespace": SUBSCRIPTION_NS},
-        "spec": {},
-    }
+    subscription = samples.maas_subscription("team-sub", SUBSCRIPTION_NS)
     await kube.create(MaaSSubscription.from_dict(subscription))
 
     await kube.delete(AITenant, DEFAULT, namespace=AITENANT_NS)

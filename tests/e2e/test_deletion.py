@@ -25,6 +25,7 @@ from aitenant.resources import (
 from aitenant.runtime.controller import Key, RequeueAfter
 from aitenant.runtime.lightkube_private import http_client
 from aitenant.runtime.transport import is_watch
+from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
 
@@ -73,15 +74,6 @@ async def events_of(kube: AsyncClient, name: str) -> list[tuple[str, str, str]]:
     ]
 
 
-def generic(kind: str, name: str, namespace: str, api_version: str) -> dict[str, Any]:
-    return {
-        "apiVersion": api_version,
-        "kind": kind,
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {},
-    }
-
-
 async def test_deletion_revokes_cleans_and_keeps_user_objects(
     kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
 ) -> None:
@@ -110,9 +102,8 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
             subjects=[Subject(kind="User", name="alice", apiGroup="rbac.authorization.k8s.io")],
         )
     )
-    api = "maas.opendatahub.io/v1alpha1"
-    await kube.create(MaaSSubscription.from_dict(generic("MaaSSubscription", "sub", tns, api)))
-    await kube.create(MaaSAuthPolicy.from_dict(generic("MaaSAuthPolicy", "pol", tns, api)))
+    await kube.create(MaaSSubscription.from_dict(samples.maas_subscription("sub", tns)))
+    await kube.create(MaaSAuthPolicy.from_dict(samples.maas_auth_policy("pol", tns)))
     # The tenant platform created the Gateway's AuthPolicy (create-if-missing).
     await kube.get(GATEWAY_AUTH_POLICY, f"{name}-maas-auth", namespace=GATEWAY_NS)
     gateway_before = await kube.get(Gateway, name, namespace=GATEWAY_NS)
@@ -240,14 +231,7 @@ async def test_revocation_is_recorded_once_and_not_repeated_after_restart(
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
     # A MaaSSubscription whose own controller is slow to let go holds the config cleanup.
-    sub = {
-        **{
-            "apiVersion": "maas.opendatahub.io/v1alpha1",
-            "kind": "MaaSSubscription",
-            "spec": {},
-        },
-        "metadata": {"name": "slow", "namespace": tns, "finalizers": ["example.com/slow"]},
-    }
+    sub = samples.maas_subscription("slow", tns, finalizers=["example.com/slow"])
     await kube.create(MaaSSubscription.from_dict(sub))
     await kube.delete(AITenant, name, namespace=AITENANT_NS)
 

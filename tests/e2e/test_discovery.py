@@ -15,6 +15,7 @@ from lightkube import ApiError, AsyncClient
 from aitenant import contract
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.controller import Done, Key
+from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
 
@@ -58,16 +59,7 @@ async def test_without_discovery_a_non_default_config_is_not_served(
     try:
         await make_tenant(kube, name)
         await eventually(lambda: kube.get(MaasTenantConfig, "default-tenant", namespace=tns))
-        await kube.create(
-            MaaSSubscription.from_dict(
-                {
-                    "apiVersion": contract.API_VERSION,
-                    "kind": "MaaSSubscription",
-                    "metadata": {"name": "sub", "namespace": tns},
-                    "spec": {},
-                }
-            )
-        )
+        await kube.create(MaaSSubscription.from_dict(samples.maas_subscription("sub", tns)))
         await kube.delete(AITenant, name, namespace=AITENANT_NS)
 
         async def config_deleting() -> bool:

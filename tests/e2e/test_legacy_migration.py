@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from lightkube import ApiError, AsyncClient
-from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.types import PatchType
 
 from aitenant import contract
@@ -79,6 +77,14 @@ async def prepare(kube: AsyncClient, name: str, gateway: str) -> str:
     return tns
 
 
+@pytest.fixture
+async def legacy_tenants_named_freely(kube: AsyncClient) -> AsyncIterator[None]:
+    """A Tenant not named default-tenant exists only where the CRD's name rule came after it."""
+    async with samples.without_name_rule(kube, LegacyTenant):
+        yield
+
+
+@pytest.mark.usefixtures("legacy_tenants_named_freely")
 async def test_legacy_tenant_is_migrated_and_removed(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
@@ -285,21 +291,6 @@ TTL_MINIMUM = (
 )
 
 
-@contextlib.asynccontextmanager
-async def lax_legacy_schema(kube: AsyncClient) -> AsyncIterator[None]:
-    """The Tenant CRD without its ttl minimum, as an older installation had it; restored after."""
-    await kube.patch(
-        CustomResourceDefinition,
-        "tenants.maas.opendatahub.io",
-        [{"op": "remove", "path": TTL_MINIMUM}],
-        patch_type=PatchType.JSON,
-    )
-    try:
-        yield
-    finally:
-        await samples.install_crds(kube, [samples.MANIFESTS / "crds"])
-
-
 async def test_legacy_values_the_aitenant_would_refuse_are_not_migrated_at_all(
     kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
@@ -316,14 +307,15 @@ async def test_legacy_values_the_aitenant_would_refuse_are_not_migrated_at_all(
     with pytest.raises(ApiError) as info:
         await create_legacy(kube, tns, spec)
     assert info.value.status.code == 422
-    async with lax_legacy_schema(kube):
+    async with samples.older_crd(kube, LegacyTenant, [TTL_MINIMUM]):
         await eventually(lambda: create_legacy(kube, tns, spec))
 
     async def strict_again() -> bool:
         probe = {
             "apiVersion": contract.API_VERSION,
             "kind": "Tenant",
-            "metadata": {"name": "schema-probe", "namespace": tns},
+            # The stored one's name: a lax schema answers 409 (it exists), a strict one 422.
+            "metadata": {"name": contract.LEGACY_TENANT_NAME, "namespace": tns},
             "spec": spec,
         }
         try:

@@ -1,8 +1,10 @@
 """A local Kubernetes control plane: etcd + kube-apiserver + kube-controller-manager on loopback.
 
-Binaries come from ``scripts/build-control-plane.sh`` (cached outside the checkout); etcd from
-Debian's ``etcd-server``. The API server authenticates static tokens (an admin in
-``system:masters`` plus any extra users a test asks for) and authorises with RBAC. The
+Binaries (Kubernetes 1.37.2 by default, ``AITENANT_KUBE_VERSION`` for another; or the folder
+``KUBEBUILDER_ASSETS`` names) come from ``scripts/build-control-plane.sh``, which builds them
+from Go modules once and caches them outside the checkout. The API server authenticates static
+tokens (an admin in ``system:masters`` plus any extra users a test asks for) and authorises
+with RBAC. The
 controller-manager runs only the namespace and garbage-collector controllers, which gives real
 namespace termination and ownerReference garbage collection.
 
@@ -13,6 +15,7 @@ those processes and removes the working directory.
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -30,7 +33,6 @@ import yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-control-plane.sh"
-DEFAULT_CACHE = Path(os.environ.get("AITENANT_CACHE", Path.home() / ".cache" / "aitenant-k8s"))
 ADMIN_TOKEN = "aitenant-local-admin"
 
 
@@ -40,13 +42,10 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+@functools.cache
 def kube_bin_dir() -> Path:
-    """Directory with kube-apiserver and kube-controller-manager, building them if needed."""
-    if env := os.environ.get("AITENANT_KUBE_BIN"):
-        return Path(env)
-    cached = DEFAULT_CACHE / "kube-v1.20.2-p1" / "bin"
-    if (cached / "kube-apiserver").exists() and (cached / "kube-controller-manager").exists():
-        return cached
+    """Directory with kube-apiserver, kube-controller-manager, kubectl and etcd (the build
+    script's answer: a cached build returns at once, a first one builds)."""
     out = subprocess.run(
         ["bash", str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
     ).stdout
@@ -102,7 +101,7 @@ class LocalCluster:
 
     def start(self, timeout: float = 90.0) -> None:
         bin_dir = kube_bin_dir()
-        etcd = shutil.which("etcd") or "/usr/bin/etcd"
+        etcd = str(bin_dir / "etcd")
         if self.workdir is None:
             self.workdir = Path(tempfile.mkdtemp(prefix="aitenant-cluster-"))
             self._own_workdir = True
@@ -163,6 +162,10 @@ class LocalCluster:
             "127.0.0.1",
             "--advertise-address",
             "127.0.0.1",
+            # Loopback may not be advertised through the `kubernetes` Service's endpoints,
+            # which nothing here uses.
+            "--endpoint-reconciler-type",
+            "none",
             "--secure-port",
             str(self.api_port),
             "--cert-dir",
@@ -229,8 +232,6 @@ class LocalCluster:
                 "--controllers",
                 "namespace,garbagecollector",
                 "--leader-elect=false",
-                "--port",
-                "0",
                 "--secure-port",
                 "0",
                 "--concurrent-gc-syncs",

@@ -113,12 +113,13 @@ async def while_running(
 
 
 def kubectl() -> str:
-    found = shutil.which("kubectl")
-    if found:
-        return found
+    """The kubectl built with the control plane (same version), else one on PATH."""
     built = kube_bin_dir() / "kubectl"
     if built.exists():
         return str(built)
+    found = shutil.which("kubectl")
+    if found:
+        return found
     raise SystemExit("kubectl not found; run scripts/build-control-plane.sh")
 
 
@@ -136,7 +137,7 @@ async def wait_ready(client: AsyncClient, timeout: float) -> float:
 async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="aitenant-demo")
-    await samples.install_crds(client, [samples.MANIFESTS / "crds", samples.TEST_CRDS])
+    await samples.install_crds(client)
     for ns in (GATEWAY_NS, INFRA_NS):
         await samples.ensure_namespace(client, ns)
     await samples.ensure_db_secret(client, INFRA_NS)
@@ -152,10 +153,12 @@ async def demo(kubeconfig: Path, workdir: Path, once: bool) -> int:
             controller, create_tenant(client), log_path, f"AITenant {TENANT} to be Ready"
         )
         print(f"\nAITenant {TENANT} is Ready ({seconds:.2f}s after it was created).\n")
+        subprocess.run([kubectl(), "version"], env=env, check=True)
         subprocess.run([kubectl(), "get", "aitenants", "-A"], env=env, check=True)
         print(
             "\nUse the cluster with kubectl:\n"
-            f"  export KUBECONFIG={kubeconfig}\n"
+            f"  export KUBECONFIG={kubeconfig} PATH={Path(kubectl()).parent}:$PATH\n"
+            "  kubectl version\n"
             "  kubectl get ait -A\n"
             f"  kubectl describe aitenant {TENANT} -n {contract.DEFAULT_AITENANT_NAMESPACE}\n"
             f"  kubectl get maastenantconfig,roles -n ai-tenant-{TENANT}\n"

@@ -7,7 +7,7 @@ import contextlib
 import json
 import logging
 import uuid
-from collections.abc import Iterable
+from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import Any, cast
 
@@ -22,33 +22,26 @@ from aitenant import cluster_manifests, contract
 from aitenant.platform import kinds as platform_kinds
 from aitenant.platform.discovery import http_fetch
 from aitenant.resources import AITenant, Gateway
+from tests.harness import crds
 
 log = logging.getLogger(__name__)
 
-# The shipped manifests (the charm applies the same ones), and the third-party CRDs the tests
-# and the demo install beside them.
-MANIFESTS = cluster_manifests.MANIFESTS
-TEST_CRDS = Path(__file__).resolve().parents[1] / "crds"
 
-
-async def server_version(client: AsyncClient) -> tuple[int, int]:
-    """(major, minor) of the API server, from its /version endpoint."""
+async def server_version(client: AsyncClient) -> dict[str, Any]:
+    """The API server's /version answer."""
     info = await http_fetch(client)("/version")
     if info is None:
         raise RuntimeError("the API server has no /version")
-    return cluster_manifests.parse_server_version(info)
+    return info
 
 
-def crd_documents(*folders: Path, version: tuple[int, int] = (1, 20)) -> list[dict[str, Any]]:
-    return [doc for folder in folders for doc in cluster_manifests.crd_documents(version, folder)]
-
-
-async def install_crds(client: AsyncClient, folders: Iterable[Path], timeout: float = 30) -> None:
-    """Server-side apply every CRD in ``folders`` as this API server accepts them (the charm's
-    loader: no CEL rules before 1.25) and wait until each is Established."""
+async def install_crds(
+    client: AsyncClient, documents: Iterable[dict[str, Any]] | None = None, timeout: float = 60
+) -> None:
+    """Server-side apply CRDs (default: every one the suite needs, ``crds.all_documents``) and
+    wait until each is Established."""
     names = []
-    version = await server_version(client)
-    for doc in crd_documents(*folders, version=version):
+    for doc in crds.all_documents() if documents is None else documents:
         crd = cast(CustomResourceDefinition, CustomResourceDefinition.from_dict(doc))
         await client.apply(crd, field_manager="aitenant-tests", force=True)
         names.append(doc["metadata"]["name"])
@@ -64,6 +57,53 @@ async def install_crds(client: AsyncClient, folders: Iterable[Path], timeout: fl
                 raise TimeoutError(f"CRD {name} not established")
             await asyncio.sleep(0.1)
     await async_load_in_cluster_generic_resources(client)
+
+
+CEL_RULES_PATH = "/spec/versions/0/schema/openAPIV3Schema/x-kubernetes-validations"
+
+
+@contextlib.asynccontextmanager
+async def older_crd(client: AsyncClient, resource: Any, removed: list[str]) -> AsyncIterator[None]:
+    """One of our CRDs without the schema parts at the JSON pointers ``removed``, as an older
+    installation had it (objects today's schema forbids may exist there); the shipped CRD
+    again afterwards. The API server applies each change a moment later."""
+    info = resource._api_info
+    crd_name = f"{info.plural}.{info.resource.group}"
+    await client.patch(
+        CustomResourceDefinition,
+        crd_name,
+        [{"op": "remove", "path": path} for path in removed],
+        patch_type=PatchType.JSON,
+    )
+    try:
+        yield
+    finally:
+        shipped = cluster_manifests.crd_documents()
+        await install_crds(client, [d for d in shipped if d["metadata"]["name"] == crd_name])
+
+
+@contextlib.asynccontextmanager
+async def without_name_rule(client: AsyncClient, resource: Any) -> AsyncIterator[None]:
+    """``older_crd`` without the CRD's CEL rules (the name rule), once the API server has
+    applied the change."""
+    info = resource._api_info
+    async with older_crd(client, resource, [CEL_RULES_PATH]):
+        probe = {
+            "apiVersion": f"{info.resource.group}/{info.resource.version}",
+            "kind": info.resource.kind,
+            "metadata": {"name": "name-rule-probe", "namespace": "default"},
+            "spec": {},
+        }
+        deadline = asyncio.get_running_loop().time() + 10
+        while True:
+            try:
+                await client.create(resource.from_dict(probe), dry_run=True)
+                break
+            except ApiError:
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                await asyncio.sleep(0.1)
+        yield
 
 
 async def ensure_namespace(
@@ -107,6 +147,43 @@ def aitenant(
         "kind": "AITenant",
         "metadata": {"name": name, "namespace": namespace},
         "spec": spec,
+    }
+
+
+def maas_subscription(
+    name: str, namespace: str, finalizers: list[str] | None = None
+) -> dict[str, Any]:
+    """A MaaSSubscription (another MaaS controller's kind; we only ever delete them)."""
+    metadata: dict[str, Any] = {"name": name, "namespace": namespace}
+    if finalizers:
+        metadata["finalizers"] = finalizers
+    return {
+        "apiVersion": contract.API_VERSION,
+        "kind": "MaaSSubscription",
+        "metadata": metadata,
+        "spec": {
+            "owner": {"groups": [{"name": "team"}]},
+            "modelRefs": [
+                {
+                    "name": "granite",
+                    "namespace": namespace,
+                    "tokenRateLimits": [{"limit": 1000, "window": "1m"}],
+                }
+            ],
+        },
+    }
+
+
+def maas_auth_policy(name: str, namespace: str) -> dict[str, Any]:
+    """A MaaSAuthPolicy (another MaaS controller's kind; we only ever delete them)."""
+    return {
+        "apiVersion": contract.API_VERSION,
+        "kind": "MaaSAuthPolicy",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {
+            "modelRefs": [{"name": "granite", "namespace": namespace}],
+            "subjects": {"groups": [{"name": "team"}]},
+        },
     }
 
 

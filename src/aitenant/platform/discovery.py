@@ -1,11 +1,11 @@
 """Which resources the API server serves, from its discovery documents, cached briefly.
 
 Used to tell whether the CRDs the platform needs (HTTPRoute, AuthPolicy, TokenRateLimitPolicy,
-...) are installed, so a config can say ``DependencyMissing`` instead of failing on an apply. A group/version that is served is remembered
-for ``ttl_served`` seconds; one that is not is asked again after ``ttl_missing`` seconds, so a CRD
-installed later is noticed quickly. Passes that ask for the same version while it is being
-fetched share that one request: a fresh process reconciles many tenants at once, and each would
-otherwise fetch the same document.
+...) are installed, so a config can say ``DependencyMissing`` instead of failing on an apply. A
+group/version that is served is remembered for ``ttl_served`` seconds; one that is not is asked
+again after ``ttl_missing`` seconds, so a CRD installed later is noticed quickly. Passes that
+ask for the same version while it is being fetched share that one request: a fresh process
+reconciles many tenants at once, and each would otherwise fetch the same document.
 """
 
 from __future__ import annotations

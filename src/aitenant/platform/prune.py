@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from aitenant.platform import kinds
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
-from aitenant.platform.render import Ref, names_for, tracking_labels
-from aitenant.resources import Obj, labels_of
+from aitenant.platform.render import Ref, tracking_labels
+from aitenant.resources import Obj
 from aitenant.runtime.controller import Key
 
 log = logging.getLogger(__name__)
@@ -41,12 +41,10 @@ class TrackedObjects:
         cache: PlatformCache,
         *,
         infra_namespace: str,
-        default_gateway_name: str,
     ) -> None:
         self.applier = applier
         self.cache = cache
         self.infra_namespace = infra_namespace
-        self.default_gateway_name = default_gateway_name
         # What each config rendered on its last successful pass in this process: without a
         # synced cache, pruning (one LIST per kind) is needed only when this changes.
         self._rendered: dict[Key, frozenset[Ref]] = {}

@@ -20,7 +20,6 @@ from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
 from aitenant.errors import is_not_found
-from aitenant.platform import kinds
 from aitenant.platform.apply import Applier
 from aitenant.platform.prune import Tenant, TrackedObjects
 from aitenant.reconcilers.finalizers import drop_finalizer

@@ -183,7 +183,6 @@ class TenantConfigReconciler:
             self.applier,
             cache,
             infra_namespace=settings.effective_infra_namespace,
-            default_gateway_name=settings.gateway_name,
         )
         self.cleanup = ConfigCleanup(
             client=client,

@@ -77,7 +77,7 @@ async def test_http_fetch_answers_documents_none_for_404_and_raises_on_other_ans
 
 
 async def test_passes_asking_at_once_share_one_request() -> None:
-    server = FakeServer(KUBE_1_21)
+    server = FakeServer({"/apis/batch/v1": ["jobs", "cronjobs"]})
     release = asyncio.Event()
     plain_fetch = server.fetch
 

@@ -10,7 +10,6 @@ from lightkube import AsyncClient
 from aitenant import contract
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
-from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import TrackedObjects
 from aitenant.reconcilers.config_deletion import ConfigCleanup
 from aitenant.runtime.controller import Done, Key, RequeueAfter
@@ -37,20 +36,14 @@ def deleting() -> dict[str, Any]:
 
 
 def cleanup(client: AsyncClient, remembered: list[dict[str, Any]] | None = None) -> ConfigCleanup:
-    async def served(path: str) -> dict[str, Any] | None:
-        return {"resources": [{"name": "cronjobs"}]} if path == "/apis/batch/v1" else None
-
     applier = Applier(client)
     cache = PlatformCache(client, infra_namespace=INFRA, gateway_namespace=GATEWAY_NS)
-    tracked = TrackedObjects(
-        applier, cache, infra_namespace=INFRA, default_gateway_name=SETTINGS.gateway_name
-    )
+    tracked = TrackedObjects(applier, cache, infra_namespace=INFRA)
     return ConfigCleanup(
         client=client,
         settings=SETTINGS,
         applier=applier,
         tracked=tracked,
-        discovery=ApiDiscovery(served),
         remember=(remembered if remembered is not None else []).append,
     )
 
