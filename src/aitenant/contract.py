@@ -135,8 +135,9 @@ WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 class SingletonKind:
     """A kind whose only allowed name the reference CRD enforces with a CEL rule.
 
-    API servers before 1.25 ignore CEL, so the webhook server enforces the same rule on
-    CREATE (a name never changes afterwards), with the CEL rule's message.
+    The webhook server enforces the same rule on CREATE (a name never changes afterwards),
+    with the CEL rule's message: a second guard, since every API server we support evaluates
+    the CEL rule first.
     """
 
     kind: str

@@ -24,7 +24,8 @@ upstream does: a Gateway is free again only once its previous tenant is gone.
 
 MaasTenantConfig, Tenant and Config (``review_singleton``): on CREATE the name must be the one
 name their CRD allows (``default-tenant``, ``default-tenant``, ``default``), with the message of
-the CRD's CEL rule, which API servers before 1.25 do not evaluate.
+the CRD's CEL rule. Every API server we support evaluates that rule before calling the webhook,
+so this is a second guard (it dates from servers without CEL).
 """
 
 from __future__ import annotations
