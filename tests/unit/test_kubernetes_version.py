@@ -5,6 +5,9 @@ from __future__ import annotations
 import pytest
 
 from aitenant import kubernetes_version
+from aitenant.app.process import UnsupportedServer, check_server_version
+
+from .scripted_api import ScriptedApi, ok
 
 
 @pytest.mark.parametrize(
@@ -34,3 +37,20 @@ def test_an_older_server_is_named_with_the_version_needed() -> None:
     assert "Kubernetes v1.20;" in (
         kubernetes_version.unsupported_reason({"major": "1", "minor": "20+"}) or ""
     )
+
+
+async def test_the_controller_refuses_an_older_api_server_before_any_write() -> None:
+    api = ScriptedApi().on(
+        "GET", "/version", ok({"major": "1", "minor": "31", "gitVersion": "v1.31.2"})
+    )
+    with pytest.raises(UnsupportedServer) as info:
+        await check_server_version(api.client())
+    assert str(info.value) == (
+        "the API server runs Kubernetes v1.31.2; aitenant-k8s needs 1.32 or later"
+    )
+    assert api.writes == []
+
+
+async def test_the_controller_starts_on_a_supported_api_server() -> None:
+    api = ScriptedApi().on("GET", "/version", ok({"major": "1", "minor": "37"}))
+    await check_server_version(api.client())
