@@ -9,9 +9,12 @@ from lightkube import AsyncClient
 
 from aitenant import contract
 from aitenant.app.caches import Caches
+from aitenant.platform.apply import Applier
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
+from aitenant.platform.prune import TrackedObjects
 from aitenant.reconcilers.aitenant import AITenantReconciler
 from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
+from aitenant.reconcilers.config_deletion import ConfigCleanup
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.revocation import KeyRevoker
 from aitenant.reconcilers.tenant_config import TenantConfigReconciler
@@ -93,6 +96,17 @@ def aitenant_reconciler(
 def config_reconciler(
     settings: Settings, client: AsyncClient, caches: Caches
 ) -> TenantConfigReconciler:
+    applier = Applier(client)
+    tracked = TrackedObjects(
+        applier, caches.platform, infra_namespace=settings.effective_infra_namespace
+    )
+    cleanup = ConfigCleanup(
+        client=client,
+        settings=settings,
+        applier=applier,
+        tracked=tracked,
+        remember=caches.configs.remember,
+    )
     return TenantConfigReconciler(
         client=client,
         settings=settings,
@@ -102,4 +116,7 @@ def config_reconciler(
         reads=caches.reads,
         discovery=ApiDiscovery(http_fetch(client)),
         cache=caches.platform,
+        applier=applier,
+        tracked=tracked,
+        cleanup=cleanup,
     )

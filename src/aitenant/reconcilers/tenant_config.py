@@ -30,7 +30,9 @@ only when it differs. Transient API answers (409, 429, 5xx) are retried with bac
 a status; a new tenant's first status waits for its first rollout (about a second) so it goes
 straight to Ready instead of Pending-then-Ready.
 
-A deleting config that carries the finalizer is handed to ``config_deletion.ConfigCleanup``.
+A deleting config that carries the finalizer is handed to ``cleanup``
+(``config_deletion.ConfigCleanup``), given to the reconciler as the AITenant reconciler is
+given its ``finalize``.
 Which configs are in scope and which events re-queue one is decided in ``watches``; the CA and
 serving certificates are ``platform.certs``'s, finding and pruning the tenant's objects
 ``platform.prune``'s.
@@ -41,7 +43,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from lightkube import AsyncClient
@@ -64,7 +66,7 @@ from aitenant.platform.render import (
     render,
 )
 from aitenant.reconcilers import conditions
-from aitenant.reconcilers.config_deletion import ConfigCleanup, remove_finalizer
+from aitenant.reconcilers.config_deletion import remove_finalizer
 from aitenant.reconcilers.config_spec import (
     max_expiration_days,
     replicas_for,
@@ -95,6 +97,10 @@ REQUEUE_FIRST_ROLLOUT = 2.0
 # Once Ready: look again now and then (drift of kinds we do not watch, certificate renewal).
 RESYNC_READY = 300.0
 DB_URL_KEY = "DB_CONNECTION_URL"
+
+# The cleanup of a deleting config (``config_deletion.ConfigCleanup``), as the AITenant
+# reconciler's ``Finalize``.
+Cleanup = Callable[[Key, Obj], Awaitable[Result]]
 
 
 class FirstRollout(Exception):
@@ -164,6 +170,9 @@ class TenantConfigReconciler:
         reads: CachedReads,
         discovery: ApiDiscovery,
         cache: PlatformCache,
+        applier: Applier,
+        tracked: TrackedObjects,
+        cleanup: Cleanup,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.client = client
@@ -176,21 +185,13 @@ class TenantConfigReconciler:
         self.reads = reads
         self.discovery = discovery
         self.cache = cache
-        self.applier = Applier(client)
+        # What the platform is written and pruned through, shared with ``cleanup``.
+        self.applier = applier
+        self.tracked = tracked
+        # A deleting config in scope is handed to it (``config_deletion.ConfigCleanup``).
+        self.cleanup = cleanup
         self.ca = certs.CALoader(settings.maas_api_ca_file, settings.maas_api_ca_key_file)
         self.certs = certs.ServingCerts(self.ca, settings.effective_infra_namespace, now)
-        self.tracked = TrackedObjects(
-            self.applier,
-            cache,
-            infra_namespace=settings.effective_infra_namespace,
-        )
-        self.cleanup = ConfigCleanup(
-            client=client,
-            settings=settings,
-            applier=self.applier,
-            tracked=self.tracked,
-            remember=remember,
-        )
         # The config generation the user-metrics privacy warning was last logged for.
         self._warned_user_metrics: dict[Key, int] = {}
         self.first_rollouts = FirstRollouts(REQUEUE_FIRST_ROLLOUT)

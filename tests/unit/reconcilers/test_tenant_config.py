@@ -12,14 +12,16 @@ import trustme
 from lightkube import AsyncClient
 
 from aitenant.platform import certs
+from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
+from aitenant.platform.prune import TrackedObjects
 from aitenant.reconcilers.tenant_config import (
     FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
 )
-from aitenant.runtime.controller import Key
+from aitenant.runtime.controller import Key, Result
 from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
@@ -53,6 +55,11 @@ def make_reconciler(settings: Settings) -> TenantConfigReconciler:
     async def no_fetch(path: str) -> Any:
         raise AssertionError(f"unexpected discovery request {path}")
 
+    async def no_cleanup(key: Key, config: dict[str, Any]) -> Result:
+        raise AssertionError(f"unexpected cleanup of {key}")
+
+    cache = PlatformCache(client, infra_namespace="infra", gateway_namespace="gateways")
+    applier = Applier(client)
     return TenantConfigReconciler(
         client=client,
         settings=settings,
@@ -61,7 +68,10 @@ def make_reconciler(settings: Settings) -> TenantConfigReconciler:
         remember=lambda _obj: None,
         reads=CachedReads(client),
         discovery=ApiDiscovery(no_fetch),
-        cache=PlatformCache(client, infra_namespace="infra", gateway_namespace="gateways"),
+        cache=cache,
+        applier=applier,
+        tracked=TrackedObjects(applier, cache, infra_namespace="infra"),
+        cleanup=no_cleanup,
     )
 
 
