@@ -39,6 +39,13 @@ class StepFailed(Exception):
         self.cause = cause
         self.transient = is_transient(cause)
 
+    @classmethod
+    def from_api(cls, reason: str, exc: ApiError, what: str = "") -> StepFailed:
+        """A request's failure: ``<what>: <the API's message>`` (the message alone without
+        ``what``), caused by ``exc``."""
+        message = f"{what}: {api_message(exc)}" if what else api_message(exc)
+        return cls(reason, message, cause=exc)
+
 
 def status_code(exc: BaseException) -> int | None:
     if isinstance(exc, ApiError):

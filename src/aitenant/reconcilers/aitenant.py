@@ -56,6 +56,7 @@ from aitenant.resources import AITenant, AITenantView, Gateway, MaasTenantConfig
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.requests import merge_patch
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -187,8 +188,8 @@ class AITenantReconciler:
         try:
             gateway = await self.reads.get(Gateway, name, ns)
         except ApiError as exc:
-            message = f"get Gateway {ns}/{name}: {api_message(exc)}"
-            raise StepFailed(Reason.GATEWAY_CHECK_FAILED, message, cause=exc) from None
+            what = f"get Gateway {ns}/{name}"
+            raise StepFailed.from_api(Reason.GATEWAY_CHECK_FAILED, exc, what) from None
         if gateway is None:
             raise StepFailed(
                 Reason.GATEWAY_CHECK_FAILED,
@@ -250,13 +251,11 @@ class AITenantReconciler:
         try:
             await self.ensure_tenant_namespace(ctx)
         except ApiError as exc:
-            raise StepFailed(Reason.TENANT_NAMESPACE_FAILED, api_message(exc), cause=exc) from None
+            raise StepFailed.from_api(Reason.TENANT_NAMESPACE_FAILED, exc) from None
         try:
             return await self.ensure_tenant_config(ctx)
         except ApiError as exc:
-            raise StepFailed(
-                Reason.TENANT_CONFIG_RECONCILE_FAILED, api_message(exc), cause=exc
-            ) from None
+            raise StepFailed.from_api(Reason.TENANT_CONFIG_RECONCILE_FAILED, exc) from None
 
     async def ensure_tenant_namespace(self, ctx: TenantContext) -> None:
         name = ctx.tenant_namespace
@@ -274,10 +273,8 @@ class AITenantReconciler:
                 return
             except ApiError as exc:
                 if not already_exists(exc):
-                    raise StepFailed(
-                        Reason.TENANT_NAMESPACE_FAILED,
-                        f'create tenant namespace "{name}": {api_message(exc)}',
-                        cause=exc,
+                    raise StepFailed.from_api(
+                        Reason.TENANT_NAMESPACE_FAILED, exc, f'create tenant namespace "{name}"'
                     ) from None
                 ns = await self.client.get(Namespace, name)
         meta = ns.metadata or ObjectMeta()
@@ -298,10 +295,8 @@ class AITenantReconciler:
                     await self.client.patch(Namespace, name, patch, patch_type=PatchType.MERGE),
                 )
             except ApiError as exc:
-                raise StepFailed(
-                    Reason.TENANT_NAMESPACE_FAILED,
-                    f'patch tenant namespace "{name}": {api_message(exc)}',
-                    cause=exc,
+                raise StepFailed.from_api(
+                    Reason.TENANT_NAMESPACE_FAILED, exc, f'patch tenant namespace "{name}"'
                 ) from None
 
     async def ensure_tenant_config(self, ctx: TenantContext) -> Obj:
@@ -337,16 +332,10 @@ class AITenantReconciler:
             patch = {**(patch or {}), "spec": fill}
         if patch is not None:
             try:
-                config = dict(
-                    await self.client.patch(
-                        MaasTenantConfig, name, patch, namespace=ns, patch_type=PatchType.MERGE
-                    )
-                )
+                config = await merge_patch(self.client, MaasTenantConfig, name, patch, namespace=ns)
             except ApiError as exc:
-                raise StepFailed(
-                    Reason.TENANT_CONFIG_RECONCILE_FAILED,
-                    f"patch {ref}: {api_message(exc)}",
-                    cause=exc,
+                raise StepFailed.from_api(
+                    Reason.TENANT_CONFIG_RECONCILE_FAILED, exc, f"patch {ref}"
                 ) from None
         await self.legacy.retire_legacy_tenant(ctx, config)
         return config
@@ -378,9 +367,7 @@ class AITenantReconciler:
                     cause=exc,
                 ) from None
             if not already_exists(exc):
-                raise StepFailed(
-                    Reason.TENANT_CONFIG_RECONCILE_FAILED,
-                    f"create {ref}: {api_message(exc)}",
-                    cause=exc,
+                raise StepFailed.from_api(
+                    Reason.TENANT_CONFIG_RECONCILE_FAILED, exc, f"create {ref}"
                 ) from None
             return dict(await self.client.get(MaasTenantConfig, name, namespace=ns))

@@ -16,7 +16,7 @@ from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.core_v1 import ConfigMap
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, already_exists, api_message, is_not_found
+from aitenant.errors import StepFailed, already_exists, is_not_found
 from aitenant.reconcilers import ownership
 from aitenant.reconcilers.tenant_context import TenantContext
 from aitenant.reconcilers.watches import CLAIM_OWNER_INDEX
@@ -28,6 +28,8 @@ Reason = contract.Reason
 
 @dataclass(frozen=True, kw_only=True)
 class GatewayClaims:
+    """One tenant's claims, for the create path and for deletion."""
+
     client: AsyncClient
     reads: CachedReads
     # The AITenant namespace: the claims live beside the AITenants.
@@ -38,7 +40,7 @@ class GatewayClaims:
         try:
             await self._ensure(ctx)
         except ApiError as exc:
-            raise StepFailed(Reason.GATEWAY_CLAIM_FAILED, api_message(exc), cause=exc) from None
+            raise StepFailed.from_api(Reason.GATEWAY_CLAIM_FAILED, exc) from None
 
     async def _ensure(self, ctx: TenantContext) -> None:
         tenant = ctx.tenant

@@ -20,16 +20,15 @@ import logging
 from dataclasses import dataclass
 
 from lightkube import ApiError, AsyncClient
-from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
+from aitenant.errors import StepFailed, is_conflict, is_not_found
 from aitenant.reconcilers import legacy
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.reconcilers.tenant_context import TenantContext
 from aitenant.resources import AITenant, AITenantView, LegacyTenant, Obj
 from aitenant.runtime.reads import CachedReads
-from aitenant.runtime.requests import delete_with_preconditions
+from aitenant.runtime.requests import delete_with_preconditions, merge_patch
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -39,10 +38,13 @@ Reason = contract.Reason
 
 @dataclass(frozen=True, kw_only=True)
 class LegacyMigration:
+    """Steps 2a and 8 of the AITenant reconciler, for the legacy object in the tenant
+    namespace."""
+
+    settings: Settings
     client: AsyncClient
     # The legacy Tenants from their informer (one name per namespace; its CRD may be absent).
     reads: CachedReads
-    settings: Settings
 
     async def migrate_legacy_platform_context(
         self, tenant: AITenantView, tenant_namespace: str, status: StatusWriter
@@ -62,7 +64,7 @@ class LegacyMigration:
                 LegacyTenant, contract.LEGACY_TENANT_NAME, tenant_namespace
             )
         except ApiError as exc:
-            raise StepFailed(failed, api_message(exc), cause=exc) from None
+            raise StepFailed.from_api(failed, exc) from None
         if legacy_tenant is None:
             return tenant, None
         legacy_tenant = dict(legacy_tenant)
@@ -94,18 +96,18 @@ class LegacyMigration:
         # conflict, retried with backoff on the newer object.
         patch["metadata"] = {"resourceVersion": tenant.obj["metadata"]["resourceVersion"]}
         try:
-            updated = await self.client.patch(
-                AITenant, tenant.name, patch, namespace=tenant.namespace, patch_type=PatchType.MERGE
+            updated = await merge_patch(
+                self.client, AITenant, tenant.name, patch, namespace=tenant.namespace
             )
         except ApiError as exc:
             if is_conflict(exc):
                 raise
-            raise StepFailed(
+            raise StepFailed.from_api(
                 Reason.LEGACY_TENANT_MIGRATION_FAILED,
-                f"patch AITenant with legacy Tenant platform context: {api_message(exc)}",
-                cause=exc,
+                exc,
+                "patch AITenant with legacy Tenant platform context",
             ) from None
-        return dict(updated)
+        return updated
 
     async def retire_legacy_tenant(self, ctx: TenantContext, config: Obj) -> None:
         """Mark the legacy Tenant migrated (docs/contract.md §6.3), then delete it once verified
@@ -123,15 +125,13 @@ class LegacyMigration:
         patch = legacy.mark_patch(legacy_tenant, tenant.name, tenant.namespace)
         if patch is not None:
             try:
-                legacy_tenant = dict(
-                    await self.client.patch(
-                        LegacyTenant, name, patch, namespace=ns, patch_type=PatchType.MERGE
-                    )
+                legacy_tenant = await merge_patch(
+                    self.client, LegacyTenant, name, patch, namespace=ns
                 )
             except ApiError as exc:
                 if is_not_found(exc):
                     return
-                raise StepFailed(failed, api_message(exc), cause=exc) from None
+                raise StepFailed.from_api(failed, exc) from None
             self.reads.remember(LegacyTenant, legacy_tenant)
             log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
         if not legacy.removal_verified(
@@ -155,9 +155,7 @@ class LegacyMigration:
         except ApiError as exc:
             if is_not_found(exc):
                 return
-            raise StepFailed(
-                failed,
-                f"delete migrated legacy Tenant {ns}/{name}: {api_message(exc)}",
-                cause=exc,
+            raise StepFailed.from_api(
+                failed, exc, f"delete migrated legacy Tenant {ns}/{name}"
             ) from None
         log.info("aitenant %s: migrated legacy Tenant %s/%s removed", tenant.name, ns, name)

@@ -19,7 +19,7 @@ from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, already_exists, api_message, is_not_found
+from aitenant.errors import StepFailed, already_exists, is_not_found
 from aitenant.reconcilers import ownership
 from aitenant.reconcilers.tenant_context import TenantContext
 from aitenant.resources import AITenantView
@@ -57,6 +57,8 @@ def object_admin_rules(name: str) -> list[PolicyRule]:
 
 @dataclass(frozen=True, kw_only=True)
 class TenantRoles:
+    """One tenant's Roles, for the create path and for deletion."""
+
     client: AsyncClient
     # Roles from their informer (our label); legacy RoleBindings from the API.
     reads: CachedReads
@@ -83,9 +85,7 @@ class TenantRoles:
         ref = f"Role {namespace}/{name}"
 
         def failed(what: str, exc: ApiError) -> StepFailed:
-            return StepFailed(
-                Reason.RBAC_RECONCILE_FAILED, f"{what} {ref}: {api_message(exc)}", cause=exc
-            )
+            return StepFailed.from_api(Reason.RBAC_RECONCILE_FAILED, exc, f"{what} {ref}")
 
         try:
             role = await self.reads.get(Role, name, namespace)

@@ -2,6 +2,8 @@
 
 ``get_or_none``: a GET where "not found" is an answer (None), not an error.
 
+``merge_patch``: a JSON merge patch, its answer as a plain dict.
+
 ``delete_with_preconditions``: a DELETE whose ``DeleteOptions`` body carries preconditions, so
 the API server refuses (409) unless the object still has the UID and resourceVersion the
 caller decided on. lightkube's ``delete`` sends no body; ``lightkube_private.delete_with_body``
@@ -14,6 +16,7 @@ from __future__ import annotations
 from typing import Any
 
 from lightkube import ApiError, AsyncClient
+from lightkube.types import PatchType
 
 from aitenant.errors import is_not_found
 from aitenant.runtime.lightkube_private import delete_with_body
@@ -31,6 +34,15 @@ async def get_or_none(
         if is_not_found(exc):
             return None
         raise
+
+
+async def merge_patch(
+    client: AsyncClient, resource: Any, name: str, patch: Any, *, namespace: str
+) -> dict[str, Any]:
+    """Merge-patch the namespaced object ``name``; the object the API server returned."""
+    return dict(
+        await client.patch(resource, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
+    )
 
 
 async def delete_with_preconditions(
