@@ -73,3 +73,17 @@ def test_only_already_exists_means_a_create_found_the_object() -> None:
     assert already_exists(api_error(409, "AlreadyExists"))
     assert not already_exists(api_error(409, "Conflict")), "retry the create, do not adopt"
     assert not already_exists(api_error(500))
+
+
+def test_step_failed_from_an_api_answer_says_what_failed_and_keeps_its_cause() -> None:
+    conflict, refused = api_error(409), api_error(422)
+    named = StepFailed.from_api("RBACReconcileFailed", conflict, "patch Role ns/admin")
+    assert (named.reason, named.message) == (
+        "RBACReconcileFailed",
+        "patch Role ns/admin: answer 409",
+    )
+    assert named.cause is conflict
+    assert named.transient
+    alone = StepFailed.from_api("GatewayClaimFailed", refused)
+    assert alone.message == "answer 422"
+    assert not alone.transient
