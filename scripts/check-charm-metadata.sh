@@ -189,6 +189,8 @@ for dotted, interface in (
     need("metadata.yaml", metadata, f"{dotted}.interface", interface)
     need("metadata.yaml", metadata, f"{dotted}.optional", True)
 
+need("metadata.yaml", metadata, "peers.aitenant-peers.interface", "aitenant_k8s_peers")
+
 # charmcraft.yaml: the teardown action.
 need("charmcraft.yaml", charmcraft, "actions.prepare-removal.description", kind=str)
 

@@ -68,6 +68,9 @@ CERTIFICATES_RELATION: Final = "certificates"
 METRICS_RELATION: Final = "metrics-endpoint"
 DASHBOARD_RELATION: Final = "grafana-dashboard"
 LOGGING_RELATION: Final = "logging"
+# Units tell each other which webhook certificate their controller serves (read from the
+# controller), so the leader drops an old CA only once every unit serves the new one.
+PEERS_RELATION: Final = "aitenant-peers"
 PREPARE_REMOVAL_ACTION: Final = "prepare-removal"
 # Server-side apply owner of everything the charm writes to the cluster (never the
 # controller's own field manager, so the two never fight over fields).
@@ -200,6 +203,9 @@ class AITenantCharm(ops.CharmBase):
             self.on[LOGGING_RELATION].relation_changed,
             self.on[LOGGING_RELATION].relation_departed,
             self.on[LOGGING_RELATION].relation_broken,
+            self.on[PEERS_RELATION].relation_joined,
+            self.on[PEERS_RELATION].relation_changed,
+            self.on[PEERS_RELATION].relation_departed,
         ):
             framework.observe(event, self._reconcile)
         framework.observe(self.on.remove, self._on_remove)
@@ -282,7 +288,10 @@ class AITenantCharm(ops.CharmBase):
             logger.info("container %s not reachable yet", CONTAINER)
             return
         if tls is not None:
-            self._reconcile_webhook_files(container, tls)
+            changed = self._reconcile_webhook_files(container, tls)
+            if changed or overlapping:
+                self._wait_for_own_webhook(container, tls)
+            self._publish_webhook_serving(tls)
             if overlapping:
                 self._settle_webhook_trust(tls)
         ca = self._internal_ca()
@@ -561,7 +570,7 @@ class AITenantCharm(ops.CharmBase):
         published = self._published_ca_bundle()
         bundle = tls.ca_bundle_pem
         switching = published and published.strip() != tls.ca_bundle_pem.strip()
-        if switching and not self._workload_serves(tls):
+        if switching and self._units_not_serving(tls):
             now = datetime.datetime.now(datetime.UTC)
             bundle = charm_pki.merge_bundles(tls.ca_bundle_pem, published, now=now)
         self._apply_webhook_configuration(bundle)
@@ -578,23 +587,78 @@ class AITenantCharm(ops.CharmBase):
         self._kube.apply(webhook, force=True)
 
     def _settle_webhook_trust(self, tls: WebhookTLS) -> None:
-        """Wait (bounded) for the workload to serve the new certificate; then drop old CAs."""
-        deadline = time.monotonic() + WEBHOOK_SETTLE_SECONDS
-        while not self._workload_serves(tls):
-            if time.monotonic() >= deadline:
-                logger.info("webhook still serves the previous certificate; old CA kept")
-                return
-            time.sleep(1)
+        """Drop the old CAs from caBundle once every unit serves a certificate the new
+        bundle trusts; else keep them (a peer's next publication brings the leader back)."""
+        lagging = self._units_not_serving(tls)
+        if lagging:
+            logger.info("old webhook CA kept: not yet serving the new one: %s", lagging)
+            return
         try:
             self._apply_webhook_configuration(tls.ca_bundle_pem)
         except ApiError as exc:
             logger.warning("could not drop the previous webhook CA yet: %s", exc)
             return
-        logger.info("webhook serves the new certificate; previous CA dropped from caBundle")
+        logger.info("every unit serves the new certificate; previous CA dropped from caBundle")
 
-    def _reconcile_webhook_files(self, container: ops.Container, tls: WebhookTLS) -> None:
-        _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.crt", tls.cert_pem, 0o644)
-        _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.key", tls.key_pem, 0o600)
+    def _wait_for_own_webhook(self, container: ops.Container, tls: WebhookTLS) -> None:
+        """After new certificate files: wait (bounded) for this unit's running controller
+        to serve them (it polls its files every 10 s), so what it publishes is current."""
+        if _service_status(container) != "active":
+            return
+        deadline = time.monotonic() + WEBHOOK_SETTLE_SECONDS
+        while not self._workload_serves(tls):
+            if time.monotonic() >= deadline:
+                logger.info("the controller still serves the previous webhook certificate")
+                return
+            time.sleep(1)
+
+    def _publish_webhook_serving(self, tls: WebhookTLS) -> None:
+        """Publish on the peer relation what this unit's controller serves (read from the
+        controller, not from the files); the leader also publishes the CAs it trusts, so a
+        CA switch wakes every unit up (an app secret's owner gets no secret-changed)."""
+        relation = self.model.get_relation(PEERS_RELATION)
+        if relation is None:
+            return
+        served = served_certificate("127.0.0.1", WEBHOOK_PORT)
+        _update_databag(
+            relation.data[self.unit], charm_pki.serving_facts(served, tls.ca_bundle_pem)
+        )
+        if self.unit.is_leader():
+            cas = ",".join(charm_pki.fingerprints(tls.ca_bundle_pem))
+            _update_databag(relation.data[self.app], {charm_pki.TRUSTED_CAS: cas})
+
+    def _units_not_serving(self, tls: WebhookTLS) -> list[str]:
+        """Units whose controller does not serve a certificate ``tls``'s CA bundle trusts.
+
+        This unit is probed; peers say so on the peer relation (``serving_facts``). Units
+        planned but not on the relation yet count as not serving.
+        """
+        lagging: list[str] = []
+        own = charm_pki.serving_facts(
+            served_certificate("127.0.0.1", WEBHOOK_PORT), tls.ca_bundle_pem
+        )
+        if not own[charm_pki.SERVED_CA]:
+            lagging.append(self.unit.name)
+        relation = self.model.get_relation(PEERS_RELATION)
+        peers = relation.units if relation is not None else set()
+        trusted = set(charm_pki.fingerprints(tls.ca_bundle_pem))
+        for unit in sorted(peers, key=lambda u: u.name):
+            assert relation is not None
+            if relation.data[unit].get(charm_pki.SERVED_CA) not in trusted:
+                lagging.append(unit.name)
+        missing = self.app.planned_units() - 1 - len(peers)
+        if missing > 0:
+            lagging.append(f"{missing} unit(s) not on `{PEERS_RELATION}` yet")
+        return lagging
+
+    def _reconcile_webhook_files(self, container: ops.Container, tls: WebhookTLS) -> bool:
+        """Write the webhook certificate and key; True when either changed."""
+        return any(
+            [
+                _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.crt", tls.cert_pem, 0o644),
+                _push_if_changed(container, f"{WEBHOOK_CERT_DIR}/tls.key", tls.key_pem, 0o600),
+            ]
+        )
 
     def _reconcile_ca_files(self, container: ops.Container, ca: charm_pki.KeyPair) -> None:
         _push_if_changed(container, MAAS_API_CA_FILE, ca.cert_pem, 0o644)
@@ -1014,12 +1078,13 @@ def _planned_as(plan: ops.pebble.Plan, layer: ops.pebble.Layer) -> bool:
     )
 
 
-def _push_if_changed(container: ops.Container, path: str, content: str, mode: int) -> None:
-    """Write a file only when its content differs, so watchers see real changes only."""
+def _push_if_changed(container: ops.Container, path: str, content: str, mode: int) -> bool:
+    """Write a file only when its content differs, so watchers see real changes only; True
+    when it wrote."""
     try:
         with container.pull(path) as current:
             if current.read() == content:
-                return
+                return False
     except ops.pebble.PathError:
         pass
     container.push(
@@ -1030,6 +1095,7 @@ def _push_if_changed(container: ops.Container, path: str, content: str, mode: in
         user_id=WORKLOAD_UID,
         group_id=WORKLOAD_UID,
     )
+    return True
 
 
 if __name__ == "__main__":  # pragma: nocover

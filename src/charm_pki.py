@@ -261,6 +261,27 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
 # --- Secret contents: what to store next ------------------------------------------------
 
 
+# Peer relation keys: what a unit's controller serves (unit databag), and the CAs the
+# leader's current trust bundle holds (application databag). Fingerprints, never PEM.
+SERVED_CERT = "webhook-served-cert"
+SERVED_CA = "webhook-served-ca"
+TRUSTED_CAS = "webhook-trusted-cas"
+
+
+def fingerprints(bundle: str) -> list[str]:
+    """The fingerprint of every certificate of a PEM bundle, in order."""
+    return [fingerprint(pem) for pem in split_pem(bundle)]
+
+
+def serving_facts(served_pem: str | None, bundle: str) -> dict[str, str]:
+    """What a unit publishes about the certificate its webhook serves: its fingerprint and
+    the fingerprint of the CA in ``bundle`` that issued it ("" for none, or nothing served)."""
+    if not served_pem:
+        return {SERVED_CERT: "", SERVED_CA: ""}
+    issuer = next((ca for ca in split_pem(bundle) if issued_by(served_pem, ca)), "")
+    return {SERVED_CERT: fingerprint(served_pem), SERVED_CA: fingerprint(issuer) if issuer else ""}
+
+
 def ca_from_content(content: Mapping[str, str]) -> KeyPair | None:
     """The CA kept in a secret's content, or None when it is incomplete."""
     if not content.get(CA_CERT) or not content.get(CA_KEY):

@@ -47,6 +47,13 @@ def served() -> Iterator[MagicMock]:
 
 
 @pytest.fixture(autouse=True)
+def no_webhook_wait(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The in-hook wait for the workload to serve new certificate files ends at once (no
+    workload here); the CA overlap tests set their own."""
+    monkeypatch.setattr(charm, "WEBHOOK_SETTLE_SECONDS", 0.0)
+
+
+@pytest.fixture(autouse=True)
 def readyz() -> Iterator[MagicMock]:
     """Whether the controller answers /readyz to the charm's probe: yes by default."""
     with patch.object(charm, "controller_ready", return_value=True) as probe:

@@ -11,6 +11,10 @@ stands in for the lightkube ``Client`` the charm constructs, keeps every object 
 (with a creation time, so "the oldest binding wins" means something) and is shared by every
 unit and every deployment of a test. Each unit's workload is a :class:`Workload`: whether its
 controller answers /readyz and which certificate its webhook port serves.
+
+The end-to-end tests use the same class with neither: ``cluster=None`` leaves the charm's
+lightkube client and probes real (``KUBECONFIG`` names the API server), and ``pebble`` binds
+each unit's container to a real Pebble's socket instead of ops.testing's simulated one.
 """
 
 from __future__ import annotations
@@ -21,6 +25,9 @@ import dataclasses
 import datetime
 import itertools
 import os
+import shutil
+import tempfile
+import weakref
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any, cast
@@ -28,10 +35,16 @@ from unittest.mock import patch
 
 import ops
 import yaml
-from charm_kit import DEFAULT_MAAS_API, SERVER_VERSION, api_error, maas_api_databag
 from charmlibs.interfaces.gateway_metadata import GatewayMetadata
 from ops import testing
+from scenario.mocking import _MockModelBackend  # pyright: ignore[reportPrivateUsage]
 from scenario.state import layer_from_rockcraft
+from tests.unit.charm.charm_kit import (
+    DEFAULT_MAAS_API,
+    SERVER_VERSION,
+    api_error,
+    maas_api_databag,
+)
 
 import charm
 import charm_lightkube
@@ -154,7 +167,7 @@ class Workload:
     pinned: str | None = None
 
     def _written(self) -> str | None:
-        path = self.root / charm.WEBHOOK_CERT_DIR.lstrip("/") / "tls.crt"
+        path = self.root / Path(charm.WEBHOOK_CERT_DIR).relative_to("/etc/aitenant") / "tls.crt"
         return path.read_text() if path.exists() else None
 
     def serves(self) -> str | None:
@@ -189,14 +202,19 @@ class Unit:
             app_name=APP,
             unit_id=unit_id,
         )
+        # The files the charm writes for the controller outlive the hook (ops.testing wipes
+        # the rest of the simulated filesystem before each run).
+        files = tempfile.mkdtemp(prefix=f"aitenant-unit-{unit_id}-")
+        weakref.finalize(self, shutil.rmtree, files, True)
         container = testing.Container(
             charm.CONTAINER,
             can_connect=True,
             # As Juju starts it: the rock's own layer loaded before the charm plans anything.
             layers={"000-rock": layer_from_rockcraft(ROOT / "rockcraft.yaml")},
+            mounts={"etc": testing.Mount(location="/etc/aitenant", source=files)},
         )
         self.state = testing.State(containers={container})
-        self.workload = Workload(root=container.get_filesystem(self.ctx))
+        self.workload = Workload(root=Path(files))
         self.deployment = deployment
 
     @property
@@ -207,11 +225,22 @@ class Unit:
 class Deployment:
     """One application in one model: its units, relations, secrets and config."""
 
-    def __init__(self, cluster: FakeCluster, model: str = "maas", units: int = 1) -> None:
+    def __init__(
+        self,
+        cluster: FakeCluster | None,
+        model: str = "maas",
+        units: int = 1,
+        *,
+        pebble: Mapping[int, str] | None = None,
+    ) -> None:
         self.cluster = cluster
+        # Unit id -> the socket of that unit's real Pebble (None: ops.testing's Pebble).
+        self.pebble = dict(pebble or {})
         self.model = testing.Model(name=model)
         self.units = [Unit(self, i) for i in range(units)]
         self.leader = 0
+        # Units Juju plans for the application (default: every unit here has joined).
+        self.planned_units: int | None = None
         self.config: dict[str, str | int | float | bool] = {}
         self.relations: dict[int, SharedRelation] = {}
         self.secrets: dict[str, testing.Secret] = {}
@@ -296,34 +325,50 @@ class Deployment:
             config=dict(self.config),
             relations=relations,
             secrets=list(self.secrets.values()),
-            planned_units=len(self.units),
+            planned_units=self.planned_units or len(self.units),
         )
+
+    def _unit_running(self) -> Unit:
+        name = os.environ["JUJU_UNIT_NAME"]
+        return next(u for u in self.units if u.name == name)
 
     @contextlib.contextmanager
     def _boundary(self) -> Iterator[None]:
         """The charm's API boundary and workload probes, answered for the running unit."""
-        cluster = self.cluster
+        with contextlib.ExitStack() as stack:
+            if self.pebble:
+                sockets = {f"{APP}/{unit}": path for unit, path in self.pebble.items()}
 
-        def workload() -> Workload:
-            name = os.environ["JUJU_UNIT_NAME"]
-            return next(u.workload for u in self.units if u.name == name)
+                def get_pebble(backend: Any, socket_path: str) -> ops.pebble.Client:
+                    return ops.pebble.Client(socket_path=sockets[os.environ["JUJU_UNIT_NAME"]])
 
-        with (
-            patch.object(
-                charm, "Client", lambda **_: cluster.client(os.environ["JUJU_MODEL_NAME"])
-            ),  # pyright: ignore[reportUnknownLambdaType]
-            patch.object(charm_lightkube, "api_version", lambda client: dict(cluster.version)),  # pyright: ignore[reportUnknownLambdaType]
-            patch.object(
-                charm_lightkube,
-                "count_objects",
-                lambda client, res, namespace="*": len(cluster.of_kind(res)),  # pyright: ignore[reportUnknownLambdaType]
-            ),
-            patch.object(charm, "served_certificate", lambda host, port: workload().serves()),  # pyright: ignore[reportUnknownLambdaType]
-            patch.object(charm, "controller_ready", lambda host, port: workload().ready),  # pyright: ignore[reportUnknownLambdaType]
-            patch.object(charm, "WEBHOOK_SETTLE_SECONDS", 0.0),
-            patch.object(charm, "CONTROLLER_START_SECONDS", 0.0),
-        ):
+                stack.enter_context(patch.object(_MockModelBackend, "get_pebble", get_pebble))
+            if self.cluster is not None:
+                self._fake_cluster(stack, self.cluster)
             yield
+
+    def _fake_cluster(self, stack: contextlib.ExitStack, cluster: FakeCluster) -> None:
+        def client(**_: Any) -> FakeClient:
+            return cluster.client(os.environ["JUJU_MODEL_NAME"])
+
+        def count(client: Any, res: Any, namespace: str = "*") -> int:
+            return len(cluster.of_kind(res))
+
+        stack.enter_context(patch.object(charm, "Client", client))
+        stack.enter_context(
+            patch.object(charm_lightkube, "api_version", lambda _: dict(cluster.version))
+        )
+        stack.enter_context(patch.object(charm_lightkube, "count_objects", count))
+        stack.enter_context(
+            patch.object(
+                charm, "served_certificate", lambda *_: self._unit_running().workload.serves()
+            )
+        )
+        stack.enter_context(
+            patch.object(charm, "controller_ready", lambda *_: self._unit_running().workload.ready)
+        )
+        stack.enter_context(patch.object(charm, "WEBHOOK_SETTLE_SECONDS", 0.0))
+        stack.enter_context(patch.object(charm, "CONTROLLER_START_SECONDS", 0.0))
 
     def run(
         self,

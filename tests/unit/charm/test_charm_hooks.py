@@ -250,8 +250,14 @@ def every_hook(deployment: Deployment) -> list[Hook]:
         *_certificates_hooks(),
     ]
     if deployment.peers is not None:
-        # A peer relation is never broken while the unit lives.
-        hooks += _relation_hooks(deployment.peers.template.endpoint, skip=True)
+        # A peer relation is never broken while the unit lives, and has remote units only
+        # with several units.
+        hooks += [
+            hook
+            if hook.name.endswith("created")
+            else dataclasses.replace(hook, applies=lambda d, u: len(d.units) > 1)
+            for hook in _relation_hooks(deployment.peers.template.endpoint, skip=True)
+        ]
     return [
         *hooks,
         Hook("stop", lambda d, u: lambda ctx, s: ctx.on.stop()),
