@@ -668,7 +668,13 @@ class AITenantCharm(ops.CharmBase):
         if _planned_as(container.get_plan(), layer):
             return
         container.add_layer(LAYER, layer, combine=True)
-        container.replan()
+        try:
+            container.replan()
+        except ops.pebble.ChangeError as exc:
+            # The real Pebble fails the replan when the service exits within its first
+            # second; it keeps restarting it (backoff), which the status ladder reports.
+            logger.warning("controller (re)planned but exited at once: %s", exc.err)
+            return
         started = time.monotonic()
         deadline = started + CONTROLLER_START_SECONDS
         while not controller_ready("127.0.0.1", HEALTH_PORT):

@@ -345,6 +345,18 @@ class Deployment:
                 stack.enter_context(patch.object(_MockModelBackend, "get_pebble", get_pebble))
             if self.cluster is not None:
                 self._fake_cluster(stack, self.cluster)
+            else:
+                # The real client: Juju ends the hook's process, which closes it; here, close
+                # every client the hook made.
+                made: list[Any] = []
+                real = charm.Client
+
+                def client(*args: Any, **kwargs: Any) -> Any:
+                    made.append(real(*args, **kwargs))
+                    return made[-1]
+
+                stack.enter_context(patch.object(charm, "Client", client))
+                stack.callback(lambda: [charm_lightkube.close(c) for c in made])
             yield
 
     def _fake_cluster(self, stack: contextlib.ExitStack, cluster: FakeCluster) -> None:
