@@ -1,7 +1,7 @@
 """Cluster objects the charm applies for the controller: built here, applied by ``charm.py``.
 
 The CRDs, ClusterRoles and the namespaced Roles come from the ``aitenant`` package
-(``aitenant/manifests/``, through ``aitenant.cluster_manifests``), the same files the
+(``aitenant/manifests/``, through ``aitenant.manifests``), the same files the
 controller's tests use. The bindings and the ValidatingWebhookConfiguration depend on where the
 charm runs, so they are constructed here. Nothing in this module does I/O against the cluster;
 the loaders only read files shipped with the package.
@@ -27,7 +27,7 @@ from lightkube.resources.rbac_authorization_v1 import (
 )
 
 import aitenant
-from aitenant import cluster_manifests, contract
+from aitenant import contract, manifests
 from aitenant.webhook.config import render_webhook_configuration
 
 logger = logging.getLogger(__name__)
@@ -114,7 +114,7 @@ def construct_namespaced_rbac(
 ) -> list[Role | RoleBinding]:
     """Roles and RoleBindings for the controller: its leader Lease in its own namespace, the
     tenants' maas-api objects and Secrets in the infra namespace."""
-    docs = cluster_manifests.render_namespaced_rbac(
+    docs = manifests.render_namespaced_rbac(
         prefix=prefix,
         controller_namespace=controller_namespace,
         infra_namespace=infra_namespace,

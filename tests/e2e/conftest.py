@@ -27,7 +27,7 @@ from lightkube.resources.rbac_authorization_v1 import (
     RoleBinding,
 )
 
-from aitenant import cluster_manifests, contract
+from aitenant import contract, manifests
 from aitenant.app import App, build_app, connect
 from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
@@ -73,7 +73,7 @@ CONTROLLER_RBAC_PREFIX = "aitenant-controller"
 async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = INFRA_NS) -> None:
     """Exactly the rights the charm grants: the shipped ClusterRoles, bound, and the Roles of
     the controller namespace (leader Lease) and the infra namespace (tenant platform)."""
-    for doc in cluster_manifests.cluster_role_documents():
+    for doc in manifests.cluster_role_documents():
         role = cast(ClusterRole, ClusterRole.from_dict(doc))
         await client.apply(role, field_manager="aitenant-tests", force=True)
     binding = ClusterRoleBinding(
@@ -84,7 +84,7 @@ async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = I
         subjects=[Subject(kind="ServiceAccount", name="aitenant-controller", namespace=INFRA_NS)],
     )
     await client.apply(binding, field_manager="aitenant-tests", force=True)
-    for doc in cluster_manifests.render_namespaced_rbac(
+    for doc in manifests.render_namespaced_rbac(
         prefix=CONTROLLER_RBAC_PREFIX,
         controller_namespace=INFRA_NS,
         infra_namespace=infra_namespace,

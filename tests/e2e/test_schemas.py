@@ -10,7 +10,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
-from aitenant import cluster_manifests, contract
+from aitenant import contract, manifests
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
 from tests.harness import samples
 
@@ -189,7 +189,7 @@ async def test_the_api_server_evaluates_our_cel_rules(
 async def test_installed_schemas_are_the_shipped_ones_cel_rules_included(
     kube: AsyncClient,
 ) -> None:
-    shipped = {d["metadata"]["name"]: d for d in cluster_manifests.crd_documents()}
+    shipped = {d["metadata"]["name"]: d for d in manifests.crd_documents()}
     for name, document in shipped.items():
         installed = (await kube.get(CustomResourceDefinition, name)).to_dict()
         schema = installed["spec"]["versions"][0]["schema"]["openAPIV3Schema"]

@@ -1,6 +1,6 @@
 """Every CRD the e2e suite, the demo and the benchmarks install.
 
-* ours (``aitenant.cluster_manifests``, what the charm applies);
+* ours (``aitenant.manifests``, what the charm applies);
 * the real CRDs of the kinds other projects own that we read or write: Gateway API and
   Kuadrant, read at test time from the Go modules locked in ``tools/crds/`` (the module cache
   keeps them outside the checkout; nothing of theirs is copied into the repository);
@@ -17,7 +17,7 @@ from typing import Any, Final
 
 import yaml
 
-from aitenant import cluster_manifests
+from aitenant import manifests
 
 REPO_ROOT: Final = Path(__file__).resolve().parents[2]
 CRD_MODULES: Final = REPO_ROOT / "tools" / "crds"
@@ -75,13 +75,13 @@ def third_party_documents() -> tuple[Doc, ...]:
 
 
 def stand_in_documents() -> list[Doc]:
-    return cluster_manifests.crd_documents(STAND_INS)
+    return manifests.crd_documents(STAND_INS)
 
 
 def all_documents() -> list[Doc]:
     """Ours, then the third-party ones, then the MaaS stand-ins."""
     return [
-        *cluster_manifests.crd_documents(),
+        *manifests.crd_documents(),
         *third_party_documents(),
         *stand_in_documents(),
     ]

@@ -18,7 +18,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 
-from aitenant import cluster_manifests, contract
+from aitenant import contract, manifests
 from aitenant.platform import kinds as platform_kinds
 from aitenant.platform.discovery import http_fetch
 from aitenant.resources import AITenant, Gateway
@@ -78,7 +78,7 @@ async def older_crd(client: AsyncClient, resource: Any, removed: list[str]) -> A
     try:
         yield
     finally:
-        shipped = cluster_manifests.crd_documents()
+        shipped = manifests.crd_documents()
         await install_crds(client, [d for d in shipped if d["metadata"]["name"] == crd_name])
 
 

@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 SRC = Path(__file__).parents[3] / "src"
-ALLOWED = {"aitenant", "aitenant.cluster_manifests", "aitenant.contract",
+ALLOWED = {"aitenant", "aitenant.manifests", "aitenant.contract",
            "aitenant.kubernetes_version", "aitenant.settings", "aitenant.webhook",
            "aitenant.webhook.config"}  # fmt: skip
 

@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 import yaml
 
-from aitenant import cluster_manifests, spec_rules
+from aitenant import manifests, spec_rules
 
 
 def _ttl_schema(filename: str, oidc_field: str) -> dict[str, Any]:
-    crd = yaml.safe_load((cluster_manifests.CRDS / filename).read_text())
+    crd = yaml.safe_load((manifests.CRDS / filename).read_text())
     (version,) = [v for v in crd["spec"]["versions"] if v.get("storage")]
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     return spec["properties"][oidc_field]["properties"]["ttl"]

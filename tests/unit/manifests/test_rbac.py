@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 import yaml
 
-from aitenant import cluster_manifests
+from aitenant import manifests
 
 RBAC = Path(__file__).resolve().parents[3] / "src" / "aitenant" / "manifests" / "rbac"
 
@@ -73,7 +73,7 @@ def test_config_writes_are_limited_to_default_except_create() -> None:
 
 
 def rendered(infra: str = "maas-infra") -> list[dict[str, Any]]:
-    return cluster_manifests.render_namespaced_rbac(
+    return manifests.render_namespaced_rbac(
         prefix="maas-aitenant-k8s",
         controller_namespace="maas",
         infra_namespace=infra,
@@ -137,7 +137,7 @@ def test_namespaced_rbac_needs_every_namespace() -> None:
 
 
 def test_crds_carry_the_cel_rules() -> None:
-    shipped = {d["metadata"]["name"]: d for d in cluster_manifests.crd_documents()}
+    shipped = {d["metadata"]["name"]: d for d in manifests.crd_documents()}
     rules = shipped["maastenantconfigs.maas.opendatahub.io"]["spec"]["versions"][0]["schema"][
         "openAPIV3Schema"
     ]["x-kubernetes-validations"]

@@ -1,4 +1,5 @@
-"""The cluster objects the controller needs, read from ``manifests/``: CRDs and RBAC. Pure.
+"""The cluster objects the controller needs: the files of this folder (CRDs, RBAC, the webhook
+configuration template) and what reads them. Pure.
 
 The charm applies them and the end-to-end tests install the same ones, so the controller is
 always tested with exactly the schemas and rights it ships with.
@@ -8,6 +9,8 @@ always tested with exactly the schemas and rights it ships with.
 * ``cluster_role_documents()``: the controller's ClusterRole and the shared ``maas-api`` one.
 * ``render_namespaced_rbac(...)``: the Roles and RoleBindings of the controller namespace
   (leader Lease) and of the infra namespace (the tenants' maas-api objects and Secrets).
+
+(``webhook/config.py`` renders ``webhook.yaml.j2``.)
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ import yaml
 
 from aitenant import contract
 
-MANIFESTS: Final = Path(__file__).resolve().parent / "manifests"
+MANIFESTS: Final = Path(__file__).resolve().parent
 CRDS: Final = MANIFESTS / "crds"
 RBAC: Final = MANIFESTS / "rbac"
 NAMESPACED_RBAC_TEMPLATE: Final = RBAC / "namespaced.yaml.j2"
