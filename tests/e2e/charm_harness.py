@@ -79,6 +79,9 @@ class CharmThread:
         with pytest.MonkeyPatch.context() as mp:
             mp.setenv("KUBECONFIG", str(self.kubeconfig))
             mp.setenv("JUJU_VERSION", "3.6.4")
+            # Harness's Pebble starts nothing: PlannedController starts the process after
+            # the hook, so the hook must not wait for it (test_charm_pebble.py has the wait).
+            mp.setattr(charm, "CONTROLLER_START_SECONDS", 0.0)
             await self.run(self._begin)
             try:
                 yield self
