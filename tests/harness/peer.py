@@ -1,0 +1,271 @@
+"""Any controller that reconciles AITenants, started from a shell command, on a LocalCluster.
+
+The parity tool, the side-by-side benchmark and the peer e2e module compare our controller with
+a *peer* (e.g. the reference controller, built outside this repository). Both are started the
+same way: a shell command (``bash -c``) with this environment, which the command may use:
+
+* ``KUBECONFIG``: a kubeconfig of the ``controller`` user (in ``system:masters``); the audit
+  log names every request it sends;
+* ``TMPDIR``: a folder holding ``k8s-webhook-server/serving-certs/tls.{crt,key}``, a serving
+  certificate for 127.0.0.1 (controller-runtime's default webhook certificate folder);
+* ``HEALTH_PORT``: a free loopback port for ``/readyz`` (the harness waits for it);
+* ``CONTROLLER_NAMESPACE``, ``INFRA_NAMESPACE``, ``GATEWAY_NAMESPACE``, ``AITENANT_NAMESPACE``.
+
+What the cluster holds before the command starts (``prepare``): our CRDs, the real Gateway API,
+Kuadrant, Authorino AuthConfig, Istio DestinationRule/EnvoyFilter/Telemetry and cert-manager
+Certificate CRDs (from the Go modules locked in ``tools/crds``), then the peer's own CRDs from
+``AITENANT_PEER_CRDS`` if set (they replace ours); the namespaces; the ``maas-db-config`` Secret
+in the infra namespace; a ``maas-controller`` Deployment in the controller namespace (the
+reference creates ``Config/default`` only when it exists). No kubelet runs, so
+``DeploymentAvailability`` marks every Deployment Available at its generation, whoever made it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, cast
+
+import yaml
+from lightkube import ApiError, AsyncClient
+from lightkube.resources.apps_v1 import Deployment
+
+from aitenant import manifests
+from tests.harness import crds, samples
+from tests.harness.cluster import User, free_port
+
+PEER_COMMAND_ENV = "AITENANT_PEER_COMMAND"
+PEER_CRDS_ENV = "AITENANT_PEER_CRDS"
+HOW_TO_RUN = (
+    f"set {PEER_COMMAND_ENV}='<shell command starting the peer>' (and {PEER_CRDS_ENV}=<its CRD "
+    "folder>) to compare with another controller; see benchmarks/README.md"
+)
+
+CONTROLLER_USER = User("controller", "controller-token", ("system:masters",))
+CONTROLLER_NS = "maas-system"
+INFRA_NS = "maas-infra"
+GATEWAY_NS = "gateways"
+AITENANT_NS = "ai-tenants"
+
+# Module -> (folder, file, CRD names to install from it).
+PEER_MODULE_CRDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "github.com/kuadrant/authorino": (
+        "install/crd",
+        "authorino.kuadrant.io_authconfigs.yaml",
+        ("authconfigs.authorino.kuadrant.io",),
+    ),
+    "istio.io/api": (
+        "kubernetes",
+        "customresourcedefinitions.gen.yaml",
+        (
+            "destinationrules.networking.istio.io",
+            "envoyfilters.networking.istio.io",
+            "telemetries.telemetry.istio.io",
+        ),
+    ),
+    "github.com/cert-manager/cert-manager": (
+        "deploy/crds",
+        "cert-manager.io_certificates.yaml",
+        ("certificates.cert-manager.io",),
+    ),
+}
+
+
+def peer_command() -> str | None:
+    return os.environ.get(PEER_COMMAND_ENV) or None
+
+
+def peer_crd_documents(folder: Path | None) -> list[dict[str, Any]]:
+    """The CRDs a peer needs besides the suite's: Authorino, Istio, cert-manager, its own."""
+    found: list[dict[str, Any]] = []
+    for module, (sub, name, wanted) in PEER_MODULE_CRDS.items():
+        path = crds.module_dir(module) / sub / name
+        for doc in yaml.safe_load_all(path.read_text("utf-8")):
+            if (
+                doc
+                and doc.get("kind") == "CustomResourceDefinition"
+                and (doc["metadata"]["name"] in wanted)
+            ):
+                found.append(doc)
+    if folder is not None:
+        found.extend(manifests.crd_documents(folder))
+    return found
+
+
+def our_command(ca_file: Path, ca_key_file: Path, extra: str = "") -> str:
+    """The shell command that starts our controller with the peer environment."""
+    return (
+        f'exec {shlex.quote(sys.executable)} -m aitenant --kubeconfig "$KUBECONFIG"'
+        ' --controller-namespace "$CONTROLLER_NAMESPACE" --infra-namespace "$INFRA_NAMESPACE"'
+        ' --gateway-namespace "$GATEWAY_NAMESPACE" --aitenant-namespace "$AITENANT_NAMESPACE"'
+        ' --enable-tenant-namespace-discovery --health-port "$HEALTH_PORT" --metrics-port 0'
+        " --webhook-port 0 --bind-address 127.0.0.1 --log-level info"
+        f" --maas-api-ca-file {shlex.quote(str(ca_file))}"
+        f" --maas-api-ca-key-file {shlex.quote(str(ca_key_file))} {extra}"
+    )
+
+
+async def prepare(client: AsyncClient, workdir: Path, peer_crds: Path | None) -> None:
+    """Everything a controller under comparison needs in the cluster (module docstring)."""
+    await samples.install_crds(
+        client, [*crds.all_documents(), *peer_crd_documents(peer_crds)], timeout=120
+    )
+    for ns in (CONTROLLER_NS, INFRA_NS, GATEWAY_NS, AITENANT_NS):
+        await samples.ensure_namespace(client, ns)
+    await samples.ensure_db_secret(client, INFRA_NS)
+    with contextlib.suppress(ApiError):
+        await client.create(
+            cast(
+                Deployment,
+                Deployment.from_dict(
+                    {
+                        "metadata": {"name": "maas-controller", "namespace": CONTROLLER_NS},
+                        "spec": {
+                            "selector": {"matchLabels": {"app": "maas-controller"}},
+                            "template": {
+                                "metadata": {"labels": {"app": "maas-controller"}},
+                                "spec": {"containers": [{"name": "manager", "image": "none"}]},
+                            },
+                        },
+                    },
+                ),
+            )
+        )
+
+
+def write_serving_cert(tmpdir: Path) -> None:
+    import trustme  # tests and benchmarks only
+
+    folder = tmpdir / "k8s-webhook-server" / "serving-certs"
+    folder.mkdir(parents=True, exist_ok=True)
+    cert = trustme.CA().issue_cert("127.0.0.1", "localhost")
+    cert.private_key_pem.write_to_path(str(folder / "tls.key"))
+    cert.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
+
+
+class DeploymentAvailability:
+    """Until cancelled: mark every Deployment Available at its generation (no kubelet)."""
+
+    def __init__(self, client: AsyncClient) -> None:
+        self.client = client
+
+    async def run(self) -> None:
+        while True:
+            try:
+                async for _, obj in self.client.watch(Deployment, namespace="*"):
+                    meta = obj.metadata
+                    assert meta is not None
+                    assert meta.name
+                    assert meta.namespace
+                    raw = obj.to_dict()
+                    if meta.deletionTimestamp or samples.is_available(raw):
+                        continue
+                    with contextlib.suppress(ApiError):
+                        await samples.mark_deployment_available(
+                            self.client, meta.namespace, meta.name
+                        )
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a cut watch: start again
+                await asyncio.sleep(0.5)
+
+
+@dataclass
+class ControllerUnderTest:
+    """One controller, started from ``command`` with the peer environment (module docstring)."""
+
+    name: str
+    command: str
+    kubeconfig: Path
+    workdir: Path
+    health_port: int = field(default_factory=free_port)
+    proc: subprocess.Popen[bytes] | None = None
+    started_at: float = 0.0
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / f"{self.name}.log"
+
+    def env(self) -> dict[str, str]:
+        tmpdir = self.workdir / f"{self.name}-tmp"
+        write_serving_cert(tmpdir)
+        return {
+            **os.environ,
+            "KUBECONFIG": str(self.kubeconfig),
+            "TMPDIR": str(tmpdir),
+            "HEALTH_PORT": str(self.health_port),
+            "CONTROLLER_NAMESPACE": CONTROLLER_NS,
+            "INFRA_NAMESPACE": INFRA_NS,
+            "GATEWAY_NAMESPACE": GATEWAY_NS,
+            "AITENANT_NAMESPACE": AITENANT_NS,
+        }
+
+    def start(self) -> None:
+        env = self.env()
+        with self.log.open("ab") as out:
+            self.started_at = time.time()
+            self.proc = subprocess.Popen(
+                ["bash", "-c", self.command],
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
+
+    async def wait_ready(self, timeout: float = 120) -> None:
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        while True:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                tail = self.log.read_text(errors="replace")[-2000:]
+                raise RuntimeError(f"{self.name} exited with {self.proc.returncode}:\n{tail}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:
+                    if resp.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.name} not ready after {timeout:.0f} s")
+            await asyncio.sleep(0.1)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the process (and of children it waited for)."""
+        assert self.proc is not None
+        return process_cpu_seconds(self.proc.pid)
+
+    def peak_rss_mb(self) -> float:
+        assert self.proc is not None
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=5)
+
+
+def process_cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = os.sysconf("SC_CLK_TCK")
+    # utime, stime, cutime, cstime are fields 14-17 of stat; [0] here is field 3.
+    return sum(int(v) for v in fields[11:15]) / ticks
