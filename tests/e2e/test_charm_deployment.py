@@ -1,8 +1,8 @@
 """The charm deployed on a real API server: CA switches, COS scrape and rules, teardown.
 
 The charm runs under Harness with a lightkube client on this module's own control plane, whose
-API server resolves the charm's Service-referenced webhook through the Service's Endpoints (as
-a cluster network would) and verifies the serving certificate against the published caBundle
+API server resolves the charm's Service-referenced webhook through the Service's endpoints (as
+a cluster network would: Endpoints up to 1.32, EndpointSlices since 1.33) and verifies the serving certificate against the published caBundle
 for ``<app>.<model>.svc``. The controller is the command the charm planned for Pebble, run as
 a process under the app's service account.
 
@@ -40,17 +40,13 @@ from charmlibs.interfaces.tls_certificates import (
     PrivateKey,
 )
 from lightkube import ApiError, AsyncClient, KubeConfig
-from lightkube.models.core_v1 import (
-    EndpointAddress,
-    EndpointPort,
-    EndpointSubset,
-    ServicePort,
-    ServiceSpec,
-)
+from lightkube.models import core_v1, discovery_v1
+from lightkube.models.core_v1 import ServicePort, ServiceSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Endpoints, Namespace, Service
+from lightkube.resources.discovery_v1 import EndpointSlice
 from ops import testing
 
 import charm
@@ -79,7 +75,7 @@ PROVIDER = "self-signed-certificates"
 
 def host_address() -> str:
     """An address of this machine other than loopback (the API server refuses loopback
-    Endpoints). Connecting a UDP socket sends nothing; it only picks the interface."""
+    endpoints). Connecting a UDP socket sends nothing; it only picks the interface."""
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
         probe.connect(("192.0.2.1", 9))
         address = probe.getsockname()[0]
@@ -195,7 +191,8 @@ class Deployment:
 
 
 async def expose_webhook(kube: AsyncClient) -> None:
-    """What Juju and a kubelet provide: the app's Service, and Endpoints to this machine."""
+    """What Juju and the cluster provide: the app's Service, and its endpoints on this machine
+    (the API server resolves through Endpoints up to 1.32 and EndpointSlices since 1.33)."""
     port = charm.WEBHOOK_PORT
     await kube.create(
         Service(
@@ -203,15 +200,28 @@ async def expose_webhook(kube: AsyncClient) -> None:
             spec=ServiceSpec(ports=[ServicePort(name="webhook", port=port, targetPort=port)]),
         )
     )
+    address = host_address()
     await kube.create(
         Endpoints(
             metadata=ObjectMeta(name=APP, namespace=MODEL),
             subsets=[
-                EndpointSubset(
-                    addresses=[EndpointAddress(ip=host_address())],
-                    ports=[EndpointPort(name="webhook", port=port)],
+                core_v1.EndpointSubset(
+                    addresses=[core_v1.EndpointAddress(ip=address)],
+                    ports=[core_v1.EndpointPort(name="webhook", port=port)],
                 )
             ],
+        )
+    )
+    await kube.create(
+        EndpointSlice(
+            metadata=ObjectMeta(
+                name=f"{APP}-unit",
+                namespace=MODEL,
+                labels={"kubernetes.io/service-name": APP},
+            ),
+            addressType="IPv4",
+            endpoints=[discovery_v1.Endpoint(addresses=[address])],
+            ports=[discovery_v1.EndpointPort(name="webhook", port=port, protocol="TCP")],
         )
     )
 

@@ -65,7 +65,7 @@ class LocalCluster:
 
     extra_users: list[User] = field(default_factory=list)
     audit: bool = False
-    # Resolve a Service-referenced webhook through the Service's Endpoints (as with a
+    # Resolve a Service-referenced webhook through the Service's endpoints (as with a
     # cluster network) instead of its cluster IP, which nothing routes on this machine.
     aggregator_routing: bool = False
     workdir: Path | None = None
