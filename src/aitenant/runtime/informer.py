@@ -135,6 +135,9 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.max_backoff = max_backoff
         self.synced = asyncio.Event()
+        # True while the watch is down and the informer waits to reconnect or relist: events
+        # are being missed, so what it holds may be out of date by more than a moment.
+        self.interrupted = False
         self._store: dict[ObjKey, bytes] = {}  # packed (runtime/packing.py)
         self._packer = Packer()
         self._written: dict[ObjKey, Obj] = {}  # our writes the watch has not delivered yet
@@ -163,12 +166,14 @@ class Informer:
         del self._written[key]  # the watch caught up, or the object is gone
         return stored
 
-    def remember(self, obj: Obj) -> None:
-        """A copy our own write returned: ``get`` serves it until the watch catches up."""
-        key = object_key(obj)
+    def remember(self, obj: Any) -> None:
+        """A copy our own write returned (a dict, or the typed model a built-in kind's write
+        answers with): ``get`` serves it until the watch catches up."""
+        kept = self._keep(obj)
+        key = object_key(kept)
         stored = self._stored(key)
-        if stored is not None and supersedes(obj, stored):
-            self._written[key] = as_dict(self._keep(obj))
+        if stored is not None and supersedes(kept, stored):
+            self._written[key] = as_dict(kept)
 
     def list(self) -> list[Obj]:
         return [self._packer.unpack(packed) for packed in self._store.values()]
@@ -290,6 +295,8 @@ class Informer:
                         version = await self._list()
                     need_list = False
                     self.synced.set()
+                # Reconnecting from ``version`` delivers what was missed straight away.
+                self.interrupted = False
                 kwargs: dict[str, Any] = {
                     "labels": self.labels,
                     "fields": self.fields,
@@ -307,21 +314,25 @@ class Informer:
             except asyncio.CancelledError:
                 raise
             except ApiError as exc:
+                self.interrupted = True
                 if exc.status.code == 410:
                     log.info("%s watch expired (410 Gone); relisting", self.kind)
                     self.relists += 1
                     need_list = True
                     continue
                 if exc.status.code == 404 and self.optional and need_list:
-                    # Not served: nothing of this kind exists. Look again later.
+                    # Not served: nothing of this kind exists (a miss is an answer). Look
+                    # again later.
                     self._replace_all([])
                     self.synced.set()
+                    self.interrupted = False
                     log.debug("%s not served; retrying in %.1fs", self.kind, backoff)
                     await asyncio.sleep(backoff)
                     backoff = min(backoff * 2, self.max_backoff)
                     continue
                 log.warning("%s watch failed: %s; retrying in %.1fs", self.kind, exc, backoff)
             except Exception as exc:
+                self.interrupted = True
                 log.warning("%s watch interrupted: %r; retrying in %.1fs", self.kind, exc, backoff)
             await asyncio.sleep(backoff)
             backoff = min(backoff * 2, self.max_backoff)

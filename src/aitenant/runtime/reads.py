@@ -5,10 +5,10 @@ namespace is served from memory. A miss is an answer ("does not exist") when the
 every object the read could find (no label selector; a field selector on that very name), or
 when it was served with ``trust_misses`` because every caller creates on None and falls back
 to a read on AlreadyExists; otherwise (the object may exist outside the informer's label
-selector) it asks the API. Like a hit, a miss may be a little stale: callers compare and write,
-and a write against a stale copy is refused (resourceVersion, AlreadyExists) or repeated
-harmlessly (merge patch). Without informers it is simply "get, or None when it does not
-exist".
+selector, or the informer's watch is down and events are being missed) it asks the API. Like a
+hit, a miss may be a little stale: callers compare and write, and a write against a stale copy
+is refused (resourceVersion, AlreadyExists) or repeated harmlessly (merge patch). Without
+informers it is simply "get, or None when it does not exist".
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class CachedReads:
         hit = informer.get(namespace or "", name) if informer is not None else None
         if hit is not None:
             return _plain(resource.from_dict(hit))
-        if informer is not None and self._sees_all(informer, name):
+        if informer is not None and not informer.interrupted and self._sees_all(informer, name):
             return None
         return _plain(await get_or_none(self.client, resource, name, namespace))
 

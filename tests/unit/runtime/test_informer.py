@@ -9,6 +9,8 @@ import threading
 from typing import Any
 
 from lightkube import AsyncClient
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace
 
 from aitenant.resources import AITenant
 from aitenant.runtime.informer import LIST_PAGE, Informer, as_dict, is_newer
@@ -116,6 +118,38 @@ async def test_reconnects_after_an_error_from_the_last_version() -> None:
     assert "15" in watch_versions(api)[2:]
 
 
+async def test_a_failed_watch_is_interrupted_until_it_reconnects() -> None:
+    api = ScriptedApi().on("GET", PATH, listing([tenant("a", "10")], "10"))
+    api.on(
+        "WATCH",
+        PATH,
+        status(429, message="storage is (re)initializing"),
+        stream({"type": "MODIFIED", "object": tenant("a", "11")}),
+        DONE,
+    )
+    informer = Informer(api.client(), AITenant, max_backoff=0.3)
+    seen_while_watching: list[bool] = []
+    done = asyncio.Event()
+
+    def handler(event: str, old: Any, new: dict[str, Any]) -> None:
+        if event == "MODIFIED":
+            seen_while_watching.append(informer.interrupted)
+            done.set()
+
+    informer.add_handler(handler)
+    task = asyncio.create_task(informer.run())
+    try:
+        async with asyncio.timeout(5):
+            while not informer.interrupted:  # the 429, then 0.3 s of backoff
+                await asyncio.sleep(0.01)
+            assert informer.synced.is_set(), "still synced: hits are served, misses are not"
+            await done.wait()
+    finally:
+        task.cancel()
+        await asyncio.gather(task, return_exceptions=True)
+    assert seen_while_watching == [False]
+
+
 def version(informer: Informer, name: str) -> str | None:
     served = informer.get("ai-tenants", name)
     return served["metadata"]["resourceVersion"] if served is not None else None
@@ -139,6 +173,20 @@ def test_a_remembered_write_is_dropped_when_the_watch_delivers_it_unread() -> No
     informer.remember(tenant("a", "12"))
     informer._apply("MODIFIED", tenant("a", "13"))  # nobody read "a" in between
     assert informer._written == {}, "a thousand settled tenants hold no second copy"
+
+
+def test_a_typed_model_a_write_returned_is_remembered() -> None:
+    # lightkube answers a write of a built-in kind (a Namespace's merge patch) with its typed
+    # model, not a dict: reading its metadata as a dict's failed every such pass.
+    informer = Informer(AsyncClient(CONFIG), Namespace, namespace=None)
+    informer._apply("ADDED", {"metadata": {"name": "infra", "resourceVersion": "10"}})
+    patched = Namespace(
+        metadata=ObjectMeta(name="infra", resourceVersion="12", labels={"example.com/gw": "yes"})
+    )
+    informer.remember(patched)
+    served = informer.get("", "infra") or {}
+    assert served["metadata"]["labels"] == {"example.com/gw": "yes"}
+    assert served["metadata"]["resourceVersion"] == "12"
 
 
 def test_remember_ignores_older_unknown_or_incomparable_copies() -> None:

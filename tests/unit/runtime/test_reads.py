@@ -92,6 +92,19 @@ async def test_a_miss_in_an_informer_that_sees_everything_is_an_answer() -> None
     assert api.paths == api2.paths == []
 
 
+async def test_a_miss_while_the_watch_is_down_asks_the_api() -> None:
+    """Events are being missed while the informer waits to reconnect (a CRD's storage being
+    rebuilt answers 429 for a while): "not there" may be wrong, so the API answers."""
+    reads, api = setup(synced=True, labels={"team": "red"}, trust_misses=True)
+    informer = reads.informer(Role, "t")
+    assert informer is not None
+    informer.interrupted = True
+    assert isinstance(await reads.get(Role, "live", "t"), Role)  # not cached, but it exists
+    assert api.paths == ["/apis/rbac.authorization.k8s.io/v1/namespaces/t/roles/live"]
+    assert isinstance(await reads.get(Role, "cached", "t"), Role)  # a hit is still served
+    assert len(api.paths) == 1
+
+
 async def test_a_field_selected_informer_answers_misses_only_for_its_name() -> None:
     reads, api = setup(synced=True, fields={"metadata.name": "live"})
     assert await reads.get(Role, "live", "t") is None  # selected by name, and not cached
