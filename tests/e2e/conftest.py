@@ -182,6 +182,7 @@ class RunningController:
         self.metrics = Metrics()
         self.reconciled: list[Key] = []  # AITenant keys, as each reconcile starts
         self.results: list[tuple[Key, Result]] = []  # and each outcome, as it ends
+        self.raised: list[tuple[Key, Exception]] = []  # or what it raised instead
         self.app: App | None = None
         self._task: asyncio.Task[None] | None = None
         self._client: AsyncClient | None = None
@@ -196,7 +197,11 @@ class RunningController:
 
         async def recording(key: Key) -> Result:
             self.reconciled.append(key)
-            result = await inner(key)
+            try:
+                result = await inner(key)
+            except Exception as exc:
+                self.raised.append((key, exc))
+                raise
             self.results.append((key, result))
             return result
 

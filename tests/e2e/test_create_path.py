@@ -15,7 +15,7 @@ from lightkube.types import PatchType
 
 from aitenant import contract, naming
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
-from aitenant.runtime.controller import Key
+from aitenant.runtime.controller import Key, Retry
 from aitenant.runtime.lightkube_private import http_client
 from tests.harness import samples
 
@@ -528,6 +528,19 @@ async def test_infra_namespace_gets_gateway_selector_labels(
     assert (ns.metadata.labels or {})[key] == "yes"
     ledger = (ns.metadata.annotations or {})["maas.opendatahub.io/gateway-selector-labels"]
     assert f'"{key}":["{name}"]' in ledger
+    await kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+    async def released() -> bool:
+        ns = await kube.get(Namespace, INFRA_NS)
+        assert ns.metadata is not None
+        return key not in (ns.metadata.labels or {})
+
+    await eventually(released)
+    # Both label writes answer with the typed Namespace; no pass may fail on it (it used to,
+    # healed by the retry: 'Namespace' object is not subscriptable).
+    key_of_tenant = Key(AITENANT_NS, name)
+    assert [exc for k, exc in controller.raised if k == key_of_tenant] == []
+    assert [r for k, r in controller.results if k == key_of_tenant and isinstance(r, Retry)] == []
 
 
 async def test_restart_mid_flight_converges(
