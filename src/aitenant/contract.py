@@ -4,7 +4,6 @@ Everything here is parity with the reference controller (docs/contract.md) unles
 comment says otherwise. The charm imports this module too, so it must stay dependency-free.
 """
 
-from dataclasses import dataclass
 from typing import Final
 
 GROUP: Final = "maas.opendatahub.io"
@@ -130,54 +129,6 @@ MANAGED_NAMESPACE_LABELS: Final = {
 WEBHOOK_NAME: Final = "vaitenant.kb.io"
 WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 
-
-@dataclass(frozen=True)
-class SingletonKind:
-    """A kind whose only allowed name the reference CRD enforces with a CEL rule.
-
-    The webhook server enforces the same rule on CREATE (a name never changes afterwards),
-    with the CEL rule's message: a second guard, since every API server we support evaluates
-    the CEL rule first.
-    """
-
-    kind: str
-    resource: str
-    name: str
-    scope: str  # "Namespaced" or "Cluster", as in a webhook rule
-    webhook: str
-    path: str
-
-    @property
-    def message(self) -> str:
-        return f"{self.kind} name must be {self.name}"
-
-
-SINGLETON_KINDS: Final = (
-    SingletonKind(
-        "MaasTenantConfig",
-        "maastenantconfigs",
-        TENANT_CONFIG_NAME,
-        "Namespaced",
-        "vmaastenantconfig.kb.io",
-        "/validate-maas-opendatahub-io-v1alpha1-maastenantconfig",
-    ),
-    SingletonKind(
-        "Tenant",
-        "tenants",
-        LEGACY_TENANT_NAME,
-        "Namespaced",
-        "vtenant.kb.io",
-        "/validate-maas-opendatahub-io-v1alpha1-tenant",
-    ),
-    SingletonKind(
-        "Config",
-        "configs",
-        CONFIG_NAME,
-        "Cluster",
-        "vconfig.kb.io",
-        "/validate-maas-opendatahub-io-v1alpha1-config",
-    ),
-)
 
 # Ports (README.md, "Configuration reference")
 DEFAULT_WEBHOOK_PORT: Final = 9443

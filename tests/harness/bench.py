@@ -47,8 +47,9 @@ def controller_env() -> dict[str, str]:
 
 def webhook_configuration(*, name: str, ca_bundle_pem: bytes, url: str) -> dict[str, Any]:
     """The ValidatingWebhookConfiguration the controller under test serves, rendered by its own
-    source tree: a baseline's webhook server may not serve every path this checkout registers
-    (the singleton-name webhooks came later), and an unserved path fails every create."""
+    source tree: a baseline's webhook server may not serve every path another checkout
+    registers (the singleton-name webhooks came and went), and an unserved path fails every
+    create."""
     code = (
         "import json, sys; from aitenant.webhook.config import render_webhook_configuration as r;"
         " a = json.load(sys.stdin);"

@@ -12,12 +12,10 @@ import json
 from functools import cache
 from importlib import resources
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import jinja2
 import yaml
-
-from aitenant import contract
 
 TEMPLATE_NAME = "webhook.yaml.j2"
 
@@ -46,10 +44,10 @@ def render_webhook_configuration(
 ) -> dict[str, Any]:
     """The ValidatingWebhookConfiguration ``name`` as a dict, ready to apply.
 
-    Give either ``url`` (an ``https://`` URL including the AITenant webhook path; the other
-    webhooks use the same host and port with their own paths) or ``service_name`` and
-    ``service_namespace`` (the paths are added). ``ca_bundle_pem`` is the PEM of the CA that
-    signed the serving certificate; empty means "use the API server's trust roots".
+    Give either ``url`` (an ``https://`` URL including the AITenant webhook path) or
+    ``service_name`` and ``service_namespace`` (the path is added). ``ca_bundle_pem`` is the
+    PEM of the CA that signed the serving certificate; empty means "use the API server's trust
+    roots".
     """
     if not name:
         raise ValueError("name is required")
@@ -62,18 +60,7 @@ def render_webhook_configuration(
         raise ValueError("give url, or both service_name and service_namespace")
     if not 1 <= service_port <= 65535:
         raise ValueError(f"service_port must be between 1 and 65535, got {service_port}")
-    singletons = [
-        {
-            "webhook": kind.webhook,
-            "path": kind.path,
-            "resource": kind.resource,
-            "scope": kind.scope,
-            "url": urlunsplit(urlsplit(url)._replace(path=kind.path, query="")) if url else "",
-        }
-        for kind in contract.SINGLETON_KINDS
-    ]
     rendered = _template().render(
-        singletons=singletons,
         name=name,
         ca_bundle=base64.b64encode(ca_bundle_pem).decode("ascii"),
         url=url or "",

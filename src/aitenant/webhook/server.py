@@ -1,5 +1,4 @@
-"""The HTTPS front end of the admission webhook (aiohttp): AITenants, and the singleton names
-of MaasTenantConfig, Tenant and Config.
+"""The HTTPS front end of the AITenant admission webhook (aiohttp).
 
 It only moves bytes: read the request body (capped), hand it to ``validators.review``, write the
 JSON answer back, and log one line per denial or bad request. Every replica serves it, leader or
@@ -19,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -32,7 +31,6 @@ from aitenant.webhook.validators import (
     GatewayIndex,
     WebhookPolicy,
     review,
-    review_singleton,
 )
 
 log = logging.getLogger(__name__)
@@ -66,9 +64,7 @@ async def _read_capped(request: web.Request, max_bytes: int) -> bytes | None:
     return b"".join(chunks)
 
 
-def _log_outcome(
-    request: web.Request, status: int, document: dict[str, Any], kind: str = "AITenant"
-) -> None:
+def _log_outcome(request: web.Request, status: int, document: dict[str, Any]) -> None:
     peer = request.remote or "-"
     if status != 200:
         log.warning("bad admission request from %s: HTTP %d: %s", peer, status, document)
@@ -83,48 +79,31 @@ def _log_outcome(
         level = logging.WARNING
     log.log(
         level,
-        "%s admission denied (uid %s, code %s): %s",
-        kind,
+        "AITenant admission denied (uid %s, code %s): %s",
         response.get("uid"),
         code,
         details.get("message"),
     )
 
 
-Judge = Callable[["_WebhookState", bytes], tuple[int, dict[str, Any]]]
-
-
-def _handler(judge: Judge, kind: str) -> Callable[[web.Request], Awaitable[web.Response]]:
-    """One route: read the capped body, let ``judge`` decide, time it, log a refusal."""
-
-    async def handle(request: web.Request) -> web.Response:
-        state = request.app[_STATE]
-        body = await _read_capped(request, state.max_bytes)
-        if body is None:
-            document: dict[str, Any] = {
-                "error": f"AdmissionReview body exceeds {state.max_bytes} bytes"
-            }
-            status = 413
-        else:
-            started = time.perf_counter()
-            status, document = judge(state, body)
-            if state.observe is not None:
-                state.observe(time.perf_counter() - started)
-        _log_outcome(request, status, document, kind)
-        return web.json_response(document, status=status)
-
-    return handle
-
-
-def _judge_aitenant(state: _WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
-    return review(body, policy=state.policy, index=state.index, max_bytes=state.max_bytes)
-
-
-def _judge_singleton(singleton: contract.SingletonKind) -> Judge:
-    def judge(state: _WebhookState, body: bytes) -> tuple[int, dict[str, Any]]:
-        return review_singleton(body, singleton=singleton, max_bytes=state.max_bytes)
-
-    return judge
+async def _handle(request: web.Request) -> web.Response:
+    """Read the capped body, decide, time it, log a refusal."""
+    state = request.app[_STATE]
+    body = await _read_capped(request, state.max_bytes)
+    if body is None:
+        document: dict[str, Any] = {
+            "error": f"AdmissionReview body exceeds {state.max_bytes} bytes"
+        }
+        status = 413
+    else:
+        started = time.perf_counter()
+        status, document = review(
+            body, policy=state.policy, index=state.index, max_bytes=state.max_bytes
+        )
+        if state.observe is not None:
+            state.observe(time.perf_counter() - started)
+    _log_outcome(request, status, document)
+    return web.json_response(document, status=status)
 
 
 def admission_app(
@@ -135,7 +114,7 @@ def admission_app(
     observe: Callable[[float], None] | None = None,
 ) -> web.Application:
     """The aiohttp application: ``POST <contract.WEBHOOK_PATH>`` answers AdmissionReviews
-    about AITenants, and each ``contract.SINGLETON_KINDS`` path those about its kind's name.
+    about AITenants.
 
     ``observe`` receives the seconds spent deciding each review (parse + rules), for metrics.
     """
@@ -144,9 +123,7 @@ def admission_app(
     # client_max_size guards request.read(); the handler streams with its own cap instead.
     app = web.Application(client_max_size=max_bytes)
     app[_STATE] = _WebhookState(policy=policy, index=index, max_bytes=max_bytes, observe=observe)
-    app.router.add_post(contract.WEBHOOK_PATH, _handler(_judge_aitenant, "AITenant"))
-    for singleton in contract.SINGLETON_KINDS:
-        app.router.add_post(singleton.path, _handler(_judge_singleton(singleton), singleton.kind))
+    app.router.add_post(contract.WEBHOOK_PATH, _handle)
     return app
 
 

@@ -21,11 +21,6 @@ DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
 
 Gateway uniqueness counts AITenants that are being deleted and skips the object itself, as
 upstream does: a Gateway is free again only once its previous tenant is gone.
-
-MaasTenantConfig, Tenant and Config (``review_singleton``): on CREATE the name must be the one
-name their CRD allows (``default-tenant``, ``default-tenant``, ``default``), with the message of
-the CRD's CEL rule. Every API server we support evaluates that rule before calling the webhook,
-so this is a second guard (it dates from servers without CEL).
 """
 
 from __future__ import annotations
@@ -429,41 +424,3 @@ def review(
         log.exception("AITenant admission for uid %s failed", uid)
         verdict = deny(f"internal error while validating the AITenant: {exc!r}", code=500)
     return _reply(uid, verdict)
-
-
-# --- singleton names (MaasTenantConfig, Tenant, Config) -------------------------------------
-
-
-def validate_singleton_create(obj: object, singleton: contract.SingletonKind) -> Verdict:
-    """Decide a CREATE of one of the kinds whose CRD allows a single name (the CEL rule)."""
-    if not (
-        isinstance(obj, Mapping)
-        and obj.get("kind") == singleton.kind
-        and obj.get("apiVersion") == contract.API_VERSION
-    ):
-        return deny(f"expected {singleton.kind} object, got {_describe(obj)}")
-    if _meta_str(obj, "name") != singleton.name:
-        return deny(singleton.message)
-    return allow()
-
-
-def review_singleton(
-    body: bytes, *, singleton: contract.SingletonKind, max_bytes: int
-) -> tuple[int, dict[str, Any]]:
-    """Answer one AdmissionReview for ``singleton``'s kind, like ``review``. Never raises.
-
-    Only CREATE is judged: a name cannot change afterwards, and an object stored before the
-    rule existed must stay editable (its finalizers removable) and deletable.
-    """
-    opened = _open(body, max_bytes)
-    if not isinstance(opened, _Opened):
-        return opened
-    uid, request = opened.uid, opened.request
-    if (target := _target_problem(request, singleton.kind, singleton.resource)) is not None:
-        return _reply(uid, deny(target, code=400))
-    if request.get("operation") != "CREATE":
-        return _reply(uid, allow())
-    obj = request.get("object")
-    if not isinstance(obj, Mapping):
-        return _reply(uid, deny("AdmissionReview request.object is missing", code=400))
-    return _reply(uid, validate_singleton_create(_with_request_identity(obj, request), singleton))
