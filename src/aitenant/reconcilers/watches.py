@@ -3,10 +3,12 @@ that turn events into queued keys. The predicates are pure functions of the obje
 settings); the handlers (``requeue_aitenants``, ``requeue_configs``, ``wake_bootstrap``) only
 enqueue, no I/O. ``app`` calls each once, before the informers start.
 
-- ``aitenant`` controller: ``tenant_changed``; a config or Role names its AITenant through the
+- ``aitenant`` controller: ``tenant_changed``, or a status someone else wrote
+  (``status_overwritten``); a config or Role names its AITenant through the
   owner annotations (``annotated_owner``); a Gateway through the ``gateway`` index.
 - ``maastenantconfig`` controller: configs it serves (``in_scope``) or must strip a leftover
-  finalizer from (``wanted``), on any change but a status-only one (``config_changed``); the
+  finalizer from (``wanted``), on any change but a status-only one of ours (``config_changed``,
+  ``status_overwritten``); the
   owning AITenant's status.gatewayRef (``platform_context_changed``, ``owner_index_key``); a
   platform object's tracking labels (``tracked_config_key``).
 """
@@ -59,6 +61,15 @@ def tenant_changed(event: EventType, old: Obj | None, new: Obj) -> bool:
     return old_meta.get("generation") != new_meta.get("generation") or (
         bool(new_meta.get("deletionTimestamp")) and not old_meta.get("deletionTimestamp")
     )
+
+
+def status_overwritten(event: EventType, old: Obj | None, new: Obj, *, ours: bool) -> bool:
+    """AITenant and config predicate: someone else changed the status (``ours``: the informer
+    knows this version for one of our own writes). The status is entirely ours, so the object
+    is reconciled at once and the status put right; our own status writes bring nothing back."""
+    if event != "MODIFIED" or old is None or ours:
+        return False
+    return (old.get("status") or {}) != (new.get("status") or {})
 
 
 def settled(event: EventType, obj: Obj) -> bool:
@@ -199,12 +210,14 @@ class Watched(Protocol):
 
 
 def requeue_aitenants(controller: Controller, caches: Watched) -> None:
-    """Queue an AITenant when it changes (``tenant_changed``), when its config or one of its
-    Roles does (their owner annotations), and when its Gateway is created, deleted or given a
-    new generation."""
+    """Queue an AITenant when it changes (``tenant_changed``) or someone else writes its status
+    (``status_overwritten``), when its config or one of its Roles does (their owner
+    annotations), and when its Gateway is created, deleted or given a new generation."""
 
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
-        if tenant_changed(event, old, new):
+        if tenant_changed(event, old, new) or status_overwritten(
+            event, old, new, ours=caches.tenants.ours(new)
+        ):
             meta = new["metadata"]
             controller.enqueue(
                 Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)
@@ -241,7 +254,8 @@ def requeue_aitenants(controller: Controller, caches: Watched) -> None:
 
 
 def requeue_configs(controller: Controller, caches: Watched, settings: Settings) -> None:
-    """Queue a MaasTenantConfig when it changes (``wanted``, ``config_changed``) and when what
+    """Queue a MaasTenantConfig when it changes (``wanted``, ``config_changed``; a status only
+    when someone else wrote it, ``status_overwritten``) and when what
     its platform is rendered from does: the owning AITenant's status.gatewayRef, its Gateway
     appearing or going, and any of its platform objects (the Deployment turning Available, a
     user's edit, a deletion). Configs are found by owner through ``CONFIG_OWNER_INDEX``."""
@@ -253,7 +267,11 @@ def requeue_configs(controller: Controller, caches: Watched, settings: Settings)
                 controller.enqueue(Key(meta["namespace"], meta["name"]))
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
-        if wanted(new, settings) and (event == "DELETED" or config_changed(old, new)):
+        if wanted(new, settings) and (
+            event == "DELETED"
+            or config_changed(old, new)
+            or status_overwritten(event, old, new, ours=caches.configs.ours(new))
+        ):
             meta = new["metadata"]
             controller.enqueue(
                 Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)

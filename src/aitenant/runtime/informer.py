@@ -15,7 +15,9 @@
   copy before it (a status the pass believes written, but which is not, would stay wrong until
   the next change). Handlers and indexes see only what the watch delivers. Resource versions
   compare as integers (KEP-5504, Kubernetes 1.35; etcd's revision before that); where they do
-  not parse, nothing is remembered.
+  not parse, nothing is remembered. ``ours(obj)`` tells a handler that the version it is given
+  is one our own writes made, so a change someone else made (a status written over ours) can
+  be told from the echo of our own write.
 * ``fields`` narrows the watch with a field selector (e.g. one object by ``metadata.name``);
   ``transform`` reduces every object before it is kept (only what readers use: memory).
 * ``optional``: the kind may not be served (its CRD not installed). A list answered 404
@@ -103,6 +105,10 @@ def supersedes(written: Obj, stored: Obj) -> bool:
     )
 
 
+def _at_version(version: str) -> Obj:
+    return {"metadata": {"resourceVersion": version}}
+
+
 def object_key(obj: Obj) -> ObjKey:
     meta = obj["metadata"]
     return (meta.get("namespace") or "", meta["name"])
@@ -141,6 +147,9 @@ class Informer:
         self._store: dict[ObjKey, bytes] = {}  # packed (runtime/packing.py)
         self._packer = Packer()
         self._written: dict[ObjKey, Obj] = {}  # our writes the watch has not delivered yet
+        # The version our last write of an object returned, until the watch has delivered it
+        # (``ours``: handlers tell our own changes from someone else's).
+        self._own_versions: dict[ObjKey, str] = {}
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, defaultdict[str, set[ObjKey]]] = {}
@@ -172,8 +181,23 @@ class Informer:
         kept = self._keep(obj)
         key = object_key(kept)
         stored = self._stored(key)
-        if stored is not None and supersedes(kept, stored):
+        if stored is None:
+            return  # not (yet) watched: its event will come, and nobody asks ``ours`` before
+        if version := kept["metadata"].get("resourceVersion"):
+            self._own_versions[key] = version
+        if supersedes(kept, stored):
             self._written[key] = as_dict(kept)
+
+    def ours(self, obj: Obj) -> bool:
+        """``obj`` (an object a handler is given) is a version our own writes made: the version
+        our last write returned, or an earlier one. Asked from a handler, before the informer
+        forgets that version. False when unknowable (the watch delivered our write before the
+        write's answer was remembered): the caller then takes it for someone else's change."""
+        own = self._own_versions.get(object_key(obj))
+        if own is None:
+            return False
+        version = obj["metadata"].get("resourceVersion")
+        return version == own or is_newer(_at_version(own), obj)
 
     def list(self) -> list[Obj]:
         return [self._packer.unpack(packed) for packed in self._store.values()]
@@ -236,6 +260,7 @@ class Informer:
             if event == "DELETED":
                 self._store.pop(key, None)
                 self._written.pop(key, None)
+                self._own_versions.pop(key, None)
             else:
                 self._store[key] = self._packer.pack(obj)
                 self._index_add(key, obj)
@@ -249,6 +274,9 @@ class Informer:
                 handler(event, old, obj)
             except Exception:  # a handler bug must not kill the watch
                 log.exception("%s informer handler failed", self.kind)
+        own = self._own_versions.get(key)
+        if own is not None and not is_newer(_at_version(own), obj):
+            del self._own_versions[key]  # delivered (or passed): later events are news
 
     def _merge(self, obj: Obj) -> ObjKey:
         """One listed object: an event when it is new or changed since we last saw it."""

@@ -15,6 +15,7 @@ from aitenant.reconcilers.watches import (
     requeue_aitenants,
     requeue_configs,
     settled,
+    status_overwritten,
     tenant_changed,
     tracked_config_key,
 )
@@ -111,6 +112,10 @@ class FakeInformer:
     def __init__(self, index: dict[tuple[str, str], list[dict[str, Any]]] | None = None) -> None:
         self.handlers: list[Any] = []
         self.index = index or {}
+        self.own_versions: set[str] = set()  # what ``ours`` answers True for
+
+    def ours(self, obj: dict[str, Any]) -> bool:
+        return obj["metadata"].get("resourceVersion") in self.own_versions
 
     def add_handler(self, handler: Any) -> None:
         self.handlers.append(handler)
@@ -171,3 +176,47 @@ def test_a_gateway_queues_its_tenants_configs_when_it_comes_or_goes() -> None:
     assert controller.keys == []
     caches.gateways.emit("DELETED", None, gateway(2))
     assert controller.keys == [Key(owned["metadata"]["namespace"], "default-tenant")]
+
+
+def with_status(obj: dict[str, Any], rv: str, phase: str) -> dict[str, Any]:
+    return {
+        **obj,
+        "metadata": {**obj["metadata"], "resourceVersion": rv},
+        "status": {"phase": phase},
+    }
+
+
+def test_a_status_someone_else_wrote_queues_the_tenant_at_once() -> None:
+    caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
+    requeue_aitenants(cast(Any, controller), cast(Any, caches))
+    tenant = {"metadata": {"namespace": "ai-tenants", "name": "red", "generation": 1}}
+    active = with_status(tenant, "10", "Active")
+    caches.tenants.own_versions.add("11")
+    caches.tenants.emit("MODIFIED", active, with_status(tenant, "11", "Pending"))  # our write
+    assert controller.keys == []
+    caches.tenants.emit("MODIFIED", active, with_status(tenant, "12", "Failed"))  # theirs
+    assert controller.keys == [Key("ai-tenants", "red")]
+    caches.tenants.emit("MODIFIED", active, with_status(tenant, "13", "Active"))  # status unchanged
+    assert controller.keys == [Key("ai-tenants", "red")]
+
+
+def test_a_status_someone_else_wrote_queues_the_config_at_once() -> None:
+    owned = config(labels={contract.LABEL_TENANT_NAME: "red"})
+    owned["metadata"]["namespace"] = Settings().maas_subscription_namespace
+    caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
+    requeue_configs(cast(Any, controller), cast(Any, caches), Settings())
+    ready = with_status(owned, "10", "Active")
+    caches.configs.own_versions.add("11")
+    caches.configs.emit("MODIFIED", ready, with_status(owned, "11", "Pending"))
+    assert controller.keys == []
+    caches.configs.emit("MODIFIED", ready, with_status(owned, "12", "Failed"))
+    assert controller.keys == [Key(owned["metadata"]["namespace"], "default-tenant")]
+
+
+def test_status_overwritten_only_by_someone_else() -> None:
+    old = with_status({"metadata": {"name": "a"}}, "1", "Active")
+    new = with_status({"metadata": {"name": "a"}}, "2", "Failed")
+    assert status_overwritten("MODIFIED", old, new, ours=False)
+    assert not status_overwritten("MODIFIED", old, new, ours=True)
+    assert not status_overwritten("MODIFIED", old, {**new, "status": old["status"]}, ours=False)
+    assert not status_overwritten("ADDED", None, new, ours=False)

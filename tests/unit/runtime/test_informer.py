@@ -191,6 +191,23 @@ def test_a_typed_model_a_write_returned_is_remembered() -> None:
     assert served["metadata"]["resourceVersion"] == "12"
 
 
+def test_a_handler_tells_our_own_writes_from_someone_elses() -> None:
+    informer = Informer(AsyncClient(CONFIG), AITenant)
+    seen: list[tuple[str, bool]] = []
+    informer.add_handler(
+        lambda event, old, new: seen.append(
+            (new["metadata"]["resourceVersion"], informer.ours(new))
+        )
+    )
+    informer._apply("ADDED", tenant("a", "10"))
+    informer.remember(tenant("a", "11"))
+    informer.remember(tenant("a", "12"))  # two writes in one pass
+    for rv in ("11", "12", "13"):  # ours, ours, then someone else's
+        informer._apply("MODIFIED", tenant("a", rv))
+    assert seen == [("10", False), ("11", True), ("12", True), ("13", False)]
+    assert informer._own_versions == {}, "forgotten once delivered"
+
+
 def test_remember_ignores_older_unknown_or_incomparable_copies() -> None:
     informer = Informer(AsyncClient(CONFIG), AITenant)
     informer.remember(tenant("ghost", "5"))  # not in the cache: its ADDED event will come
