@@ -10,7 +10,10 @@ A reconcile ends in exactly one of three outcomes, each its own type, so a contr
 
 An exception escaping the reconciler is an unexpected failure: ``settle`` turns it into
 ``Retry``, so every outcome goes through the one ``match`` there (controller-runtime's
-contract). ``after_failure`` maps a reported ``StepFailed`` to its outcome.
+contract). A transient one (``is_transient``: a conflict, throttling, a dropped connection) is
+routine and logged as a retry; any other is a bug or a refusal an operator must see, so it is
+logged at ERROR with its traceback. ``after_failure`` maps a reported ``StepFailed`` to its
+outcome.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
-from aitenant.errors import StepFailed
+from aitenant.errors import StepFailed, is_transient
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.queue import ShutDown, WorkQueue
@@ -137,7 +140,10 @@ class Controller:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            log.debug("%s %s: reconcile raised", self.name, key, exc_info=True)
+            if is_transient(exc):
+                log.debug("%s %s: reconcile raised", self.name, key, exc_info=True)
+            else:
+                log.error("%s %s: reconcile failed", self.name, key, exc_info=True)
             result = Retry(f"reconcile failed: {exc!r}")
         finally:
             self.metrics.reconcile_seconds.labels(self.name).observe(time.perf_counter() - started)

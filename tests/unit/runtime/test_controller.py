@@ -86,6 +86,32 @@ async def test_an_exception_is_a_retry_with_backoff() -> None:
     ctl.queue.shutdown()
 
 
+@pytest.mark.parametrize(
+    ("raised", "logged_as_error"),
+    [
+        (api_error(409), False),
+        (api_error(503), False),
+        (api_error(403), True),
+        (TypeError("x"), True),
+    ],
+)
+async def test_an_unexpected_failure_is_logged_at_error_with_its_traceback(
+    raised: Exception, logged_as_error: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A conflict or a server's trouble is a routine retry; anything else an operator must see."""
+
+    async def reconcile(key: Key) -> Result:
+        raise raised
+
+    ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
+    with caplog.at_level("DEBUG", logger="aitenant.runtime.controller"):
+        assert isinstance(await ctl.process(KEY), Retry)
+    errors = [r for r in caplog.records if r.levelname == "ERROR"]
+    assert bool(errors) is logged_as_error
+    assert all(r.exc_info for r in errors), "with its traceback"
+    ctl.queue.shutdown()
+
+
 async def test_requeue_after_schedules_the_key_forgets_the_backoff_and_counts_requeue() -> None:
     ctl = returning(Retry("first"), RequeueAfter(30))
     await ctl.process(KEY)
