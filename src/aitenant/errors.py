@@ -64,6 +64,11 @@ def is_not_found(exc: BaseException) -> bool:
     return status_code(exc) == 404
 
 
+def is_invalid(exc: BaseException) -> bool:
+    """422: the object was refused as invalid (e.g. an immutable field changed)."""
+    return status_code(exc) == 422
+
+
 def is_conflict(exc: BaseException) -> bool:
     """409: AlreadyExists on create, or a stale resourceVersion on update."""
     return status_code(exc) == 409

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 from typing import Any, cast
 
 import pytest
@@ -28,6 +29,7 @@ from tests.harness.maas_api import FakeMaasApi
 
 from .conftest import (
     AITENANT_NS,
+    CONTROLLER_USER,
     GATEWAY_NS,
     INFRA_NS,
     WRITE_VERBS,
@@ -584,3 +586,66 @@ async def test_missing_db_secret_is_reported(
         await other.stop()
         await controller.start()
     await wait_phase(kube, name, "Active")
+
+
+async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritten(
+    cluster: LocalCluster, kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    """A maas-api Deployment another controller made (its own selector, none of our labels) is
+    invisible to our label-selected caches. The takeover the API refuses (the selector is
+    immutable) is written once, reported with who made it and the fix, and not retried while
+    the object stays as it is; deleting it lets the platform be applied and the tenant go
+    Active."""
+    name = unique("theirs")
+    deployment = f"maas-api-{name}"
+    selector = {"app": f"theirs-{name}"}
+    theirs = {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": deployment, "namespace": INFRA_NS},
+        "spec": {
+            "selector": {"matchLabels": selector},
+            "template": {
+                "metadata": {"labels": selector},
+                "spec": {"containers": [{"name": "maas-api", "image": "maas-api:theirs"}]},
+            },
+        },
+    }
+    await kube.patch(
+        kinds.DEPLOYMENT.resource,
+        deployment,
+        theirs,
+        namespace=INFRA_NS,
+        patch_type=PatchType.APPLY,
+        field_manager="maas-controller",
+    )
+    await make_tenant(kube, name)
+
+    async def refused() -> dict[str, Any] | None:
+        config = await get_config(kube, name)
+        return config if ready(config).get("reason") == "ApplyFailed" else None
+
+    message = ready(await eventually(refused))["message"]
+    assert f"Deployment {INFRA_NS}/{deployment}" in message
+    assert "made by maas-controller" in message
+    assert "field is immutable" in message
+    assert "delete it" in message
+    for _ in range(3):  # passes as the 30 s requeue (or any event) would bring
+        await reconcile_config(controller, name)
+
+    def writes_of_it() -> int:
+        return sum(
+            1
+            for line in cluster.audit_log.read_text().splitlines()
+            if (event := json.loads(line))["user"]["username"] == CONTROLLER_USER.name
+            and event["verb"] in ("patch", "update", "create")
+            and event.get("objectRef", {}).get("name") == deployment
+            and event["objectRef"].get("resource") == "deployments"
+        )
+
+    assert writes_of_it() == 1, "the refused takeover is not retried while nothing changed"
+    await kube.delete(kinds.DEPLOYMENT.resource, deployment, namespace=INFRA_NS)
+    await reconcile_config(controller, name)  # its requeue, 30 s later
+    await wait_phase(kube, name, "Active")
+    live = await get(kube, kinds.DEPLOYMENT, deployment, INFRA_NS)
+    assert live["metadata"]["labels"][contract.LABEL_TENANT_NAME] == name

@@ -14,6 +14,13 @@
 
 Objects annotated ``opendatahub.io/managed: "false"``, and objects another controller owns (a
 controller ownerReference, as upstream), are never written, pruned or deleted.
+
+An object of ours that someone else made (another controller, before a takeover) is invisible
+to the label-selected caches, so it is applied as if absent: the apply adopts it (logged with
+the managers it had). Where the API refuses that (422: a Deployment's selector is immutable),
+``ForeignObject`` says so, with the fix; the refused version is remembered, and later passes
+read the object instead of writing it again until it changes or goes: never a retry loop of
+refused writes.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import api_message, is_conflict, is_not_found, is_transient
+from aitenant.errors import api_message, is_conflict, is_invalid, is_not_found, is_transient
 from aitenant.platform.kinds import Kind, Scope
 from aitenant.platform.render import Manifest, Ref, ref_of
 from aitenant.runtime.requests import get_or_none
@@ -65,6 +72,32 @@ class ApplyError(Exception):
     @property
     def transient(self) -> bool:
         return is_transient(self.cause)
+
+
+class ForeignObject(ApplyError):
+    """An object we render exists without our labels and the API refuses to let us take it
+    over; the message names its managers and what the operator can do."""
+
+    def __init__(self, manifest: Manifest, live: Mapping[str, Any], cause: ApiError) -> None:
+        super().__init__(
+            f"{manifest} exists, made by {', '.join(managers_of(live)) or 'someone else'}, and "
+            f"cannot be taken over: {api_message(cause)}; delete it (the platform is then "
+            f"applied again) or annotate it {contract.ANNOTATION_OPENDATAHUB_MANAGED}="
+            f'"{contract.UNMANAGED_VALUE}" to keep it as it is',
+            cause,
+        )
+
+
+def managers_of(obj: Mapping[str, Any]) -> list[str]:
+    """The field managers that wrote ``obj`` (its managedFields), sorted."""
+    entries = (obj.get("metadata") or {}).get("managedFields") or []
+    return sorted({entry.get("manager") or "?" for entry in entries})
+
+
+def carries_labels(obj: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """``obj`` has every label ``desired`` renders: made (or already adopted) by us."""
+    wanted = (desired.get("metadata") or {}).get("labels") or {}
+    return covers((obj.get("metadata") or {}).get("labels") or {}, wanted)
 
 
 def is_unmanaged(obj: Mapping[str, Any] | None) -> bool:
@@ -121,6 +154,9 @@ class Applier:
     ) -> None:
         self.client = client
         self.field_manager = field_manager
+        # Objects someone else made whose takeover the API refused: the version refused and
+        # the API's answer.
+        self._refused: dict[Ref, tuple[str, ApiError]] = {}
 
     async def get(self, kind: Kind, name: str, namespace: str | None) -> dict[str, Any] | None:
         return await get_dict_or_none(self.client, kind, name, namespace)
@@ -158,6 +194,8 @@ class Applier:
         self, manifest: Manifest, lookup: Lookup | None, report: ApplyReport
     ) -> None:
         live = lookup(manifest) if lookup is not None else UNKNOWN
+        if manifest.ref in self._refused:
+            live = UNKNOWN  # not in the caches (not labelled as ours): ask the API
         if live is UNKNOWN:
             try:
                 live = await self.get(manifest.kind, manifest.name, manifest.namespace)
@@ -181,21 +219,44 @@ class Applier:
         if live is not None and covers(live, manifest.obj):
             report.unchanged += 1
             return live
+        refused = self._refused.pop(manifest.ref, None)
+        if live is not None and refused and refused[0] == live["metadata"].get("resourceVersion"):
+            self._refused[manifest.ref] = refused  # unchanged since: refused again, unwritten
+            raise ForeignObject(manifest, live, refused[1])
         try:
-            applied = await self.client.patch(
-                manifest.kind.resource,
-                manifest.name,
-                manifest.obj,
-                namespace=manifest.namespace,
-                patch_type=PatchType.APPLY,
-                field_manager=self.field_manager,
-                force=True,
+            applied = dict(
+                await self.client.patch(
+                    manifest.kind.resource,
+                    manifest.name,
+                    manifest.obj,
+                    namespace=manifest.namespace,
+                    patch_type=PatchType.APPLY,
+                    field_manager=self.field_manager,
+                    force=True,
+                )
             )
         except ApiError as exc:
+            if is_invalid(exc):
+                await self._refuse_takeover(manifest, live, exc)
             raise ApplyError(f"apply {manifest}: {api_message(exc)}", exc) from None
         report.applied.append(str(manifest))
-        log.debug("applied %s", manifest)
-        return dict(applied)
+        if live is None and (others := set(managers_of(applied)) - {self.field_manager}):
+            log.info("adopted %s, made by %s", manifest, ", ".join(sorted(others)))
+        else:
+            log.debug("applied %s", manifest)
+        return applied
+
+    async def _refuse_takeover(
+        self, manifest: Manifest, live: dict[str, Any] | None, exc: ApiError
+    ) -> None:
+        """A 422 on an object someone else made (``live``, or read now when the caches did not
+        see it) → ``ForeignObject``, remembered at the refused version."""
+        if live is None:
+            live = await self.get(manifest.kind, manifest.name, manifest.namespace)
+        if live is None or carries_labels(live, manifest.obj):
+            return  # ours, or gone: an ordinary failure
+        self._refused[manifest.ref] = (live["metadata"].get("resourceVersion") or "", exc)
+        raise ForeignObject(manifest, live, exc) from None
 
     async def _create(self, manifest: Manifest, report: ApplyReport) -> dict[str, Any] | None:
         try:

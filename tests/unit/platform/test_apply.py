@@ -153,3 +153,41 @@ async def test_an_object_no_cache_answers_for_is_read_first_and_left_alone_if_it
     assert api.requests() == [("GET", path)]
     assert report.unchanged == 1
     assert report.writes == 0
+
+
+async def test_a_same_named_object_someone_else_made_is_refused_once_then_only_read() -> None:
+    """The caches (label-selected) do not see it; the apply the API refuses (422, immutable
+    selector) becomes ``ForeignObject`` naming its manager and the fix, and later passes read
+    it without writing again until it changes; once it is gone, it is created."""
+    import pytest
+
+    from aitenant.platform.apply import Applier, ForeignObject
+    from aitenant.platform.render import Manifest
+
+    from ..scripted_api import ScriptedApi, ok, status
+
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["namespace"] = "infra"
+    theirs = live_copy()
+    theirs["metadata"].update(namespace="infra", labels={"app": "maas-api"})
+    theirs["metadata"]["managedFields"] = [{"manager": "maas-controller", "operation": "Apply"}]
+    path = "/apis/apps/v1/namespaces/infra/deployments/maas-api-a"
+    refused = status(422, "Invalid", "spec.selector: field is immutable")
+    api = ScriptedApi().on("PATCH", path, refused).on("GET", path, ok(theirs))
+    applier = Applier(api.client())
+
+    for _ in range(3):
+        with pytest.raises(ForeignObject) as raised:
+            await applier.apply_all([Manifest(desired)], lambda _: None)
+        message = str(raised.value)
+        assert "made by maas-controller" in message
+        assert "field is immutable" in message
+        assert "delete it" in message
+        assert not raised.value.transient
+    assert [s.verb for s in api.sent] == ["PATCH", "GET", "GET", "GET"], "one refused write"
+
+    gone = ScriptedApi().on("PATCH", path, ok(live_copy()))  # unscripted GET: 404
+    applier.client = gone.client()
+    report = await applier.apply_all([Manifest(desired)], lambda _: None)
+    assert report.writes == 1
+    assert [s.verb for s in gone.sent] == ["GET", "PATCH"]
