@@ -27,7 +27,7 @@ CONTROLLER_NAME: Final = "aitenant-controller"
 EVENT_SOURCE: Final = "maas-aitenant-controller"
 LEASE_NAME: Final = "aitenant-controller"
 
-# Finalizers
+# Finalizers: the reference's names, shared on purpose (docs/differences.md D23).
 AITENANT_FINALIZER: Final = "maas.opendatahub.io/aitenant-cleanup"
 TENANT_CONFIG_FINALIZER: Final = "maas.opendatahub.io/tenant-cleanup"
 # Left on legacy Tenants by old controller versions; removed when the Tenant is migrated.
