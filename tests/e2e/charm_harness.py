@@ -25,7 +25,8 @@ from ops import testing
 from ops._private.harness import _TestingPebbleClient  # pyright: ignore[reportPrivateUsage]
 
 import charm
-import charm_lightkube
+from aitenant_charm import lightkube_private, pebble_layer
+from aitenant_charm.workload import CONTAINER, SERVICE
 from charm import AITenantCharm
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 from tests.harness.cluster import free_port
@@ -63,7 +64,7 @@ class CharmThread:
             harness = testing.Harness(AITenantCharm)
         harness.set_model_name(self.model)
         harness.set_leader(True)
-        harness.set_can_connect(charm.CONTAINER, True)
+        harness.set_can_connect(CONTAINER, True)
         harness.begin()
         self._harness = harness
 
@@ -71,7 +72,7 @@ class CharmThread:
         if self._harness is not None:
             client = self._harness.charm._client  # pyright: ignore[reportPrivateUsage]
             if client is not None:
-                charm_lightkube.close(client)
+                lightkube_private.close(client)
             self._harness.cleanup()
 
     @contextlib.asynccontextmanager
@@ -81,7 +82,7 @@ class CharmThread:
             mp.setenv("JUJU_VERSION", "3.6.4")
             # Harness's Pebble starts nothing: PlannedController starts the process after
             # the hook, so the hook must not wait for it (test_charm_pebble.py has the wait).
-            mp.setattr(charm, "CONTROLLER_START_SECONDS", 0.0)
+            mp.setattr(pebble_layer, "CONTROLLER_START_SECONDS", 0.0)
             await self.run(self._begin)
             try:
                 yield self
@@ -124,11 +125,11 @@ class PlannedController:
     def _planned(self) -> tuple[dict[str, Any], bool, Path]:
         """(service definition, running, container root), read in the charm's thread."""
         harness = self.charm.harness
-        service = harness.get_container_pebble_plan(charm.CONTAINER).services[charm.SERVICE]
-        container = harness.model.unit.get_container(charm.CONTAINER)
-        status = container.get_services(charm.SERVICE).get(charm.SERVICE)
+        service = harness.get_container_pebble_plan(CONTAINER).services[SERVICE]
+        container = harness.model.unit.get_container(CONTAINER)
+        status = container.get_services(SERVICE).get(SERVICE)
         running = status is None or status.is_running()
-        return dict(service.to_dict()), running, harness.get_filesystem_root(charm.CONTAINER)
+        return dict(service.to_dict()), running, harness.get_filesystem_root(CONTAINER)
 
     def command(self, definition: dict[str, Any], root: Path) -> list[str]:
         args = shlex.split(definition["command"])
@@ -197,7 +198,7 @@ class PlannedController:
             delay: float = 0.1,
         ) -> Any:
             change = original(client, services, timeout=timeout, delay=delay)
-            if charm.SERVICE in services:
+            if SERVICE in services:
                 asyncio.run_coroutine_threadsafe(self.stop(), loop).result(timeout)
             return change
 

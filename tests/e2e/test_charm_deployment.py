@@ -2,9 +2,9 @@
 
 The charm runs under Harness with a lightkube client on this module's own control plane, whose
 API server resolves the charm's Service-referenced webhook through the Service's endpoints (as
-a cluster network would: Endpoints up to 1.32, EndpointSlices since 1.33) and verifies the serving certificate against the published caBundle
-for ``<app>.<model>.svc``. The controller is the command the charm planned for Pebble, run as
-a process under the app's service account.
+a cluster network would: Endpoints up to 1.32, EndpointSlices since 1.33) and verifies the
+serving certificate against the published caBundle for ``<app>.<model>.svc``. The controller is
+the command the charm planned for Pebble, run as a process under the app's service account.
 
 - While the charm switches the webhook's CA (internal CA rotation, certificates relation added,
   then removed), a task sends AITenant creations through the API server (server-side dry runs:
@@ -50,11 +50,12 @@ from lightkube.resources.discovery_v1 import EndpointSlice
 from ops import testing
 
 import charm
-import charm_cos
-import charm_manifests
-import charm_pki
 from aitenant import contract
 from aitenant.resources import AITenant
+from aitenant_charm import cos, pki, webhook_trust
+from aitenant_charm.cluster import cluster_scoped_name
+from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
+from aitenant_charm.workload import CONTAINER, WEBHOOK_PORT
 from charm import AITenantCharm
 from tests.harness import crds, samples
 from tests.harness.cluster import LocalCluster, User, free_port
@@ -125,13 +126,13 @@ class Probe:
         return True
 
     async def _run(self) -> None:
-        name = charm_manifests.cluster_scoped_name(APP, MODEL)
+        name = cluster_scoped_name(APP, MODEL)
         while True:
             await self.once()
             with contextlib.suppress(ApiError):
                 vwc = await self.kube.get(ValidatingWebhookConfiguration, name)
                 pem = bundle_of(vwc)
-                self.tally.bundle_sizes.add(len(charm_pki.split_pem(pem)))
+                self.tally.bundle_sizes.add(len(pki.split_pem(pem)))
             await asyncio.sleep(0.05)
 
     def start(self) -> Tally:
@@ -173,14 +174,16 @@ class Deployment:
         return await self.charm.run(read)
 
     async def published_bundle(self) -> str:
-        name = charm_manifests.cluster_scoped_name(APP, MODEL)
+        name = cluster_scoped_name(APP, MODEL)
         return bundle_of(await self.kube.get(ValidatingWebhookConfiguration, name))
 
     async def settled(self) -> bool:
         """The workload serves the charm's certificate and caBundle holds only its CA(s)."""
         cert, bundle = await self.pushed_tls()
-        served = await asyncio.to_thread(charm.served_certificate, "127.0.0.1", charm.WEBHOOK_PORT)
-        if served is None or not charm_pki.same_certificate(served, cert):
+        served = await asyncio.to_thread(
+            webhook_trust.served_certificate, "127.0.0.1", WEBHOOK_PORT
+        )
+        if served is None or not pki.same_certificate(served, cert):
             return False
         published = await self.published_bundle()
         if published.strip() == bundle.strip():
@@ -193,7 +196,7 @@ class Deployment:
 async def expose_webhook(kube: AsyncClient) -> None:
     """What Juju and the cluster provide: the app's Service, and its endpoints on this machine
     (the API server resolves through Endpoints up to 1.32 and EndpointSlices since 1.33)."""
-    port = charm.WEBHOOK_PORT
+    port = WEBHOOK_PORT
     await kube.create(
         Service(
             metadata=ObjectMeta(name=APP, namespace=MODEL),
@@ -242,7 +245,7 @@ async def deployment(ca_cluster: LocalCluster) -> AsyncIterator[Deployment]:
                 {"gateway-namespace": "gateways", "gateway-name": "maas-default-gateway"}
             )
             relate_maas_api(harness, MODEL)
-            harness.container_pebble_ready(charm.CONTAINER)
+            harness.container_pebble_ready(CONTAINER)
 
         await charm_thread.run(deploy)
         controller = PlannedController(
@@ -292,7 +295,7 @@ def report(kind: str, tally: Tally) -> None:
 def provide_certificate(harness: testing.Harness[AITenantCharm], relation_id: int) -> None:
     """The provider's side: sign the unit's CSR with a CA of its own and publish it."""
     now = datetime.datetime.now(datetime.UTC)
-    provider_ca = charm_pki.generate_ca("provider CA", now=now)
+    provider_ca = pki.generate_ca("provider CA", now=now)
     requests = harness.get_relation_data(relation_id, harness.model.unit.name)
     csr_pem = json.loads(requests["certificate_signing_requests"])[0]["certificate_signing_request"]
     signed = CertificateSigningRequest.from_string(csr_pem).sign(
@@ -316,13 +319,13 @@ async def test_webhook_ca_switches_refuse_no_admission(deployment: Deployment):
     # 1. Internal CA rotation: the CA is due (a tenth of its life left), update-status
     #    rotates it and re-issues the webhook certificate from the new CA.
     async def rotate() -> None:
-        due = charm_pki.generate_ca(
+        due = pki.generate_ca(
             "due CA",
             now=datetime.datetime.now(datetime.UTC) - datetime.timedelta(days=330),
         )
 
         def replace() -> None:
-            secret = harness.model.get_secret(label=charm.INTERNAL_CA_LABEL)
+            secret = harness.model.get_secret(label=INTERNAL_CA_LABEL)
             secret.set_content({"ca-cert": due.cert_pem, "ca-key": due.key_pem})
 
         await deployment.hook(replace)
@@ -421,7 +424,7 @@ async def test_prometheus_scrapes_the_controller_and_evaluates_every_alert_rule(
     topology = await deployment.charm.run(
         deployment.harness.charm._topology  # pyright: ignore[reportPrivateUsage]
     )
-    rules = charm_cos.load_alert_rules(topology)
+    rules = cos.load_alert_rules(topology)
     rule_file = tmp_path / "aitenant.rules.yaml"
     write_file(rule_file, yaml.safe_dump(rules))
     names = {rule["alert"] for group in rules["groups"] for rule in group["rules"]}
@@ -536,9 +539,7 @@ async def test_prepare_removal_releases_finalizers_so_deletion_completes(
     # AND the controller process is stopped and the webhook configuration is gone
     assert not deployment.controller.running
     with pytest.raises(ApiError) as gone:
-        await kube.get(
-            ValidatingWebhookConfiguration, charm_manifests.cluster_scoped_name(APP, MODEL)
-        )
+        await kube.get(ValidatingWebhookConfiguration, cluster_scoped_name(APP, MODEL))
     assert gone.value.status.code == 404
     # AND deleting a tenant now completes without any controller
     for name in names:

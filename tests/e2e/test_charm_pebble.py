@@ -36,7 +36,8 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 
 import charm
-import charm_lightkube
+from aitenant_charm import lightkube_private
+from aitenant_charm.workload import HEALTH_PORT, SERVICE, WEBHOOK_PORT
 from tests.harness import crds
 from tests.harness.cluster import LocalCluster, User, free_port
 from tests.unit.charm.juju_model import APP, Deployment
@@ -53,7 +54,7 @@ APP_USER = User(
     ("system:serviceaccounts", f"system:serviceaccounts:{MODEL}"),
 )
 ACTIVE = ops.ActiveStatus("0 tenants")
-HEALTH = f"http://127.0.0.1:{charm.HEALTH_PORT}"
+HEALTH = f"http://127.0.0.1:{HEALTH_PORT}"
 
 
 def figure(name: str, value: float) -> None:
@@ -71,7 +72,7 @@ def pebble_cluster() -> Iterator[LocalCluster]:
             with contextlib.suppress(ApiError):
                 kube.create(Namespace(metadata=ObjectMeta(name=name)))
         install_crds(kube, crds.third_party_and_stand_ins())
-        charm_lightkube.close(kube)
+        lightkube_private.close(kube)
         yield local
 
 
@@ -186,7 +187,7 @@ def unit(
             yield Unit(deployment, pebble)
         finally:
             with contextlib.suppress(ops.pebble.Error):
-                pebble.client.stop_services([charm.SERVICE])
+                pebble.client.stop_services([SERVICE])
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float, what: str) -> float:
@@ -225,8 +226,8 @@ def test_the_charms_layer_under_real_pebble(
     with LokiReceiver().serving() as loki, unit(pebble_cluster, tmp_path, loki=loki) as u:
         client = u.pebble.client
         # GIVEN a container as Juju starts it: the rock's service planned, nothing running
-        assert client.get_plan().services[charm.SERVICE].command.startswith("aitenant-controller")
-        assert u.pebble.service(charm.SERVICE) == "inactive"
+        assert client.get_plan().services[SERVICE].command.startswith("aitenant-controller")
+        assert u.pebble.service(SERVICE) == "inactive"
         # WHEN the unit installs (not a hook the charm reconciles on)
         # THEN the rock's service is not taken for the charm's
         assert u.hook(lambda ctx, state: ctx.on.install()) != ACTIVE
@@ -240,7 +241,7 @@ def test_the_charms_layer_under_real_pebble(
         seconds = float(replanned.getMessage().split("ready after ")[1].split(" s")[0])
         figure("replan to a truthful Active (in the hook)", seconds)
         plan = client.get_plan()
-        assert plan.services[charm.SERVICE].user_id == 584792
+        assert plan.services[SERVICE].user_id == 584792
         assert set(plan.checks) == {"alive", "ready"}
         # AND Pebble's ready check, which first runs one period after the replan, says "up"
         # with no success yet: the charm did not take that for readiness
@@ -309,7 +310,7 @@ def test_the_charms_layer_under_real_pebble(
         assert labels["juju_model"] == MODEL
         assert labels["juju_application"] == APP
         assert labels["juju_unit"] == f"{APP}/0"
-        assert labels["pebble_service"] == charm.SERVICE
+        assert labels["pebble_service"] == SERVICE
         lines = [value[1] for s in loki.streams for value in s["values"]]
         assert any("aitenant" in line.lower() for line in lines), lines[:5]
 
@@ -329,15 +330,15 @@ def test_prepare_removal_stops_a_controller_in_backoff(
         # GIVEN a controller that keeps crashing (its webhook port is taken)
         assert u.config_changed() == ACTIVE, u.pebble.tail()
         _in_backoff(u)
-        with occupied(charm.WEBHOOK_PORT):
-            wait_for(lambda: u.pebble.service(charm.SERVICE) == "backoff", 20, "backoff")
+        with occupied(WEBHOOK_PORT):
+            wait_for(lambda: u.pebble.service(SERVICE) == "backoff", 20, "backoff")
             # WHEN the operator runs prepare-removal while Pebble waits to restart it
             results = u.deployment.action(0, charm.PREPARE_REMOVAL_ACTION)
             assert results["released"] == "0"
             # THEN the service is stopped and stays stopped past the next restart time
-            assert u.pebble.service(charm.SERVICE) == "inactive"
+            assert u.pebble.service(SERVICE) == "inactive"
             time.sleep(5)
-            assert u.pebble.service(charm.SERVICE) == "inactive"
+            assert u.pebble.service(SERVICE) == "inactive"
             assert u.update_status() == ops.BlockedStatus(
                 "prepared for removal: controller stopped, finalizers released; "
                 f"run `juju remove-application {APP}`"
@@ -350,14 +351,14 @@ def test_a_second_deployment_stops_its_controller_in_backoff(
     with unit(pebble_cluster, tmp_path, name="first") as first:
         # GIVEN a first deployment serving the cluster
         assert first.config_changed() == ACTIVE, first.pebble.tail()
-        first.pebble.client.stop_services([charm.SERVICE])
+        first.pebble.client.stop_services([SERVICE])
     with unit(
         pebble_cluster, tmp_path, model="second-model", name="second", crashing=True
     ) as second:
         # AND a second deployment whose container runs the rock's controller, crashing
         with contextlib.suppress(ops.pebble.ChangeError):  # it exits within a second
             second.pebble.client.replan_services()
-        wait_for(lambda: second.pebble.service(charm.SERVICE) == "backoff", 20, "backoff")
+        wait_for(lambda: second.pebble.service(SERVICE) == "backoff", 20, "backoff")
         # WHEN it reconciles
         status = second.config_changed()
         # THEN it says the cluster is taken, and its controller is stopped for good
@@ -365,6 +366,6 @@ def test_a_second_deployment_stops_its_controller_in_backoff(
             f"model {MODEL!r} already runs this charm on the cluster (ClusterRoleBinding "
             f"{MODEL}-{APP}); one deployment per cluster"
         )
-        assert second.pebble.service(charm.SERVICE) == "inactive"
+        assert second.pebble.service(SERVICE) == "inactive"
         time.sleep(5)
-        assert second.pebble.service(charm.SERVICE) == "inactive"
+        assert second.pebble.service(SERVICE) == "inactive"

@@ -2,8 +2,9 @@
 
 - the controller (``src/aitenant``, minus the test harness) imports only the project's
   dependencies;
-- the charm (``src/charm*.py``, ``lib/`` and the ``aitenant`` modules the charm loads) imports
-  only the ``charm`` dependency group: the charm's virtual environment holds nothing else.
+- the charm (``src/charm.py``, its package ``src/aitenant_charm``, ``lib/`` and the
+  ``aitenant`` modules the charm loads) imports only the ``charm`` dependency group: the charm's
+  virtual environment holds nothing else.
 """
 
 from __future__ import annotations
@@ -19,7 +20,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
-OURS = {"aitenant", "charm", "charms"}
+CHARM_PACKAGE = SRC / "aitenant_charm"
+# Top-level names of our own code (src/, lib/), never a distribution on PyPI.
+OURS = {"aitenant", "aitenant_charm", "charm", "charms"}
 
 
 def _normalise(requirement: str) -> str:
@@ -34,7 +37,6 @@ def _pyproject() -> dict:
 def _imported_distributions(files: list[Path]) -> dict[str, set[str]]:
     """``{distribution: {file, ...}}`` of the third-party imports in ``files``."""
     by_module = importlib.metadata.packages_distributions()
-    local = {p.stem for p in SRC.glob("charm*.py")} | OURS
     found: dict[str, set[str]] = {}
     for path in files:
         for node in ast.walk(ast.parse(path.read_text())):
@@ -46,7 +48,7 @@ def _imported_distributions(files: list[Path]) -> dict[str, set[str]]:
                 continue
             for name in names:
                 top = name.split(".")[0]
-                if top in sys.stdlib_module_names or top in local or top == "__future__":
+                if top in sys.stdlib_module_names or top in OURS or top == "__future__":
                     continue
                 for dist in by_module.get(top, [top]):
                     found.setdefault(_normalise(dist), set()).add(str(path.relative_to(ROOT)))
@@ -89,7 +91,8 @@ def _modules_the_charm_loads() -> list[Path]:
 
 def test_charm_imports_are_exactly_in_the_charm_group():
     files = [
-        *SRC.glob("charm*.py"),
+        SRC / "charm.py",
+        *CHARM_PACKAGE.rglob("*.py"),
         *(ROOT / "lib").rglob("*.py"),
         *_modules_the_charm_loads(),
     ]

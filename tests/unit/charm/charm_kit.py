@@ -19,7 +19,8 @@ from lightkube.core.exceptions import ApiError
 from ops import testing
 
 import charm
-import charm_pki
+from aitenant_charm import pki
+from aitenant_charm.workload import CONTAINER, SERVICE
 from charm import AITenantCharm
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
@@ -52,7 +53,8 @@ def api_error(code: int, message: str = "boom") -> ApiError:
 
 @dataclass
 class PrivateCalls:
-    """The charm's calls into ``charm_lightkube`` (lightkube's private API), as mocks."""
+    """The charm's calls into lightkube's private API (``aitenant_charm.lightkube_private``),
+    as mocks."""
 
     version: MagicMock  # api_version(client) -> the /version document
     count: MagicMock  # count_objects(client, res) -> how many objects
@@ -80,7 +82,7 @@ class CharmKit:
 
     @property
     def container(self) -> ops.Container:
-        return self.harness.model.unit.get_container(charm.CONTAINER)
+        return self.harness.model.unit.get_container(CONTAINER)
 
     # --- arrange -----------------------------------------------------------------------
 
@@ -113,8 +115,8 @@ class CharmKit:
 
     def reconcile(self) -> None:
         """Fire an event that goes to _reconcile (pebble-ready also needs the container)."""
-        if self.harness.model.unit.get_container(charm.CONTAINER).can_connect():
-            self.harness.container_pebble_ready(charm.CONTAINER)
+        if self.harness.model.unit.get_container(CONTAINER).can_connect():
+            self.harness.container_pebble_ready(CONTAINER)
         else:
             self.harness.charm.on.config_changed.emit()
 
@@ -125,7 +127,7 @@ class CharmKit:
         return self.harness.model.unit.status
 
     def service(self) -> ops.pebble.Service:
-        return self.harness.get_container_pebble_plan(charm.CONTAINER).services[charm.SERVICE]
+        return self.harness.get_container_pebble_plan(CONTAINER).services[SERVICE]
 
     def args(self) -> list[str]:
         return shlex.split(self.service().command)
@@ -149,8 +151,8 @@ class CharmKit:
         return [c.args[0] for c in self.kube.apply.call_args_list if isinstance(c.args[0], kind)]
 
 
-def near_expiry_ca(now: datetime.datetime) -> charm_pki.KeyPair:
+def near_expiry_ca(now: datetime.datetime) -> pki.KeyPair:
     """A CA with about a tenth of its life left."""
-    return charm_pki.generate_ca(
+    return pki.generate_ca(
         "old CA", now=now - datetime.timedelta(days=330), validity=datetime.timedelta(days=365)
     )

@@ -11,7 +11,8 @@ from charm_kit import APP, MODEL, SERVER_VERSION, CharmKit, PrivateCalls, api_er
 from ops import testing
 
 import charm
-import charm_lightkube
+from aitenant_charm import lightkube_private, pebble_layer, webhook_trust
+from aitenant_charm.workload import CONTAINER
 from charm import AITenantCharm
 
 
@@ -28,11 +29,11 @@ def kube() -> Iterator[MagicMock]:
 
 @pytest.fixture
 def private() -> Iterator[PrivateCalls]:
-    """What the charm asks through lightkube's private API (``charm_lightkube``, tested at the
+    """What the charm asks through lightkube's private API (``lightkube_private``, tested at the
     transport in test_charm_lightkube.py): a 1.37 API server with no AITenant by default."""
     with (
-        patch.object(charm_lightkube, "api_version", autospec=True) as version,
-        patch.object(charm_lightkube, "count_objects", autospec=True) as count,
+        patch.object(lightkube_private, "api_version", autospec=True) as version,
+        patch.object(lightkube_private, "count_objects", autospec=True) as count,
     ):
         version.return_value = dict(SERVER_VERSION)
         count.return_value = 0
@@ -42,7 +43,7 @@ def private() -> Iterator[PrivateCalls]:
 @pytest.fixture(autouse=True)
 def served() -> Iterator[MagicMock]:
     """What the unit's webhook port serves: nothing by default (no workload in unit tests)."""
-    with patch.object(charm, "served_certificate", return_value=None) as probe:
+    with patch.object(webhook_trust, "served_certificate", return_value=None) as probe:
         yield probe
 
 
@@ -50,13 +51,13 @@ def served() -> Iterator[MagicMock]:
 def no_webhook_wait(monkeypatch: pytest.MonkeyPatch) -> None:
     """The in-hook wait for the workload to serve new certificate files ends at once (no
     workload here); the CA overlap tests set their own."""
-    monkeypatch.setattr(charm, "WEBHOOK_SETTLE_SECONDS", 0.0)
+    monkeypatch.setattr(webhook_trust, "WEBHOOK_SETTLE_SECONDS", 0.0)
 
 
 @pytest.fixture(autouse=True)
 def readyz() -> Iterator[MagicMock]:
     """Whether the controller answers /readyz to the charm's probe: yes by default."""
-    with patch.object(charm, "controller_ready", return_value=True) as probe:
+    with patch.object(pebble_layer, "controller_ready", return_value=True) as probe:
         yield probe
 
 
@@ -75,7 +76,7 @@ def harness(
         h = testing.Harness(AITenantCharm)
     h.set_model_name(MODEL)
     h.set_leader(True)
-    h.set_can_connect(charm.CONTAINER, True)
+    h.set_can_connect(CONTAINER, True)
     h.begin()
     assert h.model.app.name == APP
     yield h

@@ -47,7 +47,8 @@ from tests.unit.charm.charm_kit import (
 )
 
 import charm
-import charm_lightkube
+from aitenant_charm import lightkube_private, pebble_layer, webhook_trust
+from aitenant_charm.workload import CONTAINER, WEBHOOK_CERT_DIR
 from charm import AITenantCharm
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -167,7 +168,7 @@ class Workload:
     pinned: str | None = None
 
     def _written(self) -> str | None:
-        path = self.root / Path(charm.WEBHOOK_CERT_DIR).relative_to("/etc/aitenant") / "tls.crt"
+        path = self.root / Path(WEBHOOK_CERT_DIR).relative_to("/etc/aitenant") / "tls.crt"
         return path.read_text() if path.exists() else None
 
     def serves(self) -> str | None:
@@ -207,7 +208,7 @@ class Unit:
         files = tempfile.mkdtemp(prefix=f"aitenant-unit-{unit_id}-")
         weakref.finalize(self, shutil.rmtree, files, True)
         container = testing.Container(
-            charm.CONTAINER,
+            CONTAINER,
             can_connect=True,
             # As Juju starts it: the rock's own layer loaded before the charm plans anything.
             layers={"000-rock": layer_from_rockcraft(ROOT / "rockcraft.yaml")},
@@ -219,7 +220,7 @@ class Unit:
 
     @property
     def container(self) -> testing.Container:
-        return self.state.get_container(charm.CONTAINER)
+        return self.state.get_container(CONTAINER)
 
 
 class Deployment:
@@ -356,7 +357,7 @@ class Deployment:
                     return made[-1]
 
                 stack.enter_context(patch.object(charm, "Client", client))
-                stack.callback(lambda: [charm_lightkube.close(c) for c in made])
+                stack.callback(lambda: [lightkube_private.close(c) for c in made])
             yield
 
     def _fake_cluster(self, stack: contextlib.ExitStack, cluster: FakeCluster) -> None:
@@ -368,19 +369,23 @@ class Deployment:
 
         stack.enter_context(patch.object(charm, "Client", client))
         stack.enter_context(
-            patch.object(charm_lightkube, "api_version", lambda _: dict(cluster.version))
+            patch.object(lightkube_private, "api_version", lambda _: dict(cluster.version))
         )
-        stack.enter_context(patch.object(charm_lightkube, "count_objects", count))
+        stack.enter_context(patch.object(lightkube_private, "count_objects", count))
         stack.enter_context(
             patch.object(
-                charm, "served_certificate", lambda *_: self._unit_running().workload.serves()
+                webhook_trust,
+                "served_certificate",
+                lambda *_: self._unit_running().workload.serves(),
             )
         )
         stack.enter_context(
-            patch.object(charm, "controller_ready", lambda *_: self._unit_running().workload.ready)
+            patch.object(
+                pebble_layer, "controller_ready", lambda *_: self._unit_running().workload.ready
+            )
         )
-        stack.enter_context(patch.object(charm, "WEBHOOK_SETTLE_SECONDS", 0.0))
-        stack.enter_context(patch.object(charm, "CONTROLLER_START_SECONDS", 0.0))
+        stack.enter_context(patch.object(webhook_trust, "WEBHOOK_SETTLE_SECONDS", 0.0))
+        stack.enter_context(patch.object(pebble_layer, "CONTROLLER_START_SECONDS", 0.0))
 
     def run(
         self,
@@ -430,9 +435,7 @@ class Deployment:
                 self.run(unit, lambda ctx, state: ctx.on.leader_elected())
             self.run(unit, lambda ctx, state: ctx.on.config_changed())
             self.run(unit, lambda ctx, state: ctx.on.start())
-            self.run(
-                unit, lambda ctx, state: ctx.on.pebble_ready(state.get_container(charm.CONTAINER))
-            )
+            self.run(unit, lambda ctx, state: ctx.on.pebble_ready(state.get_container(CONTAINER)))
         # The non-leaders' first hooks may have come before the leader's secrets existed.
         for unit in self.units:
             self.run(unit, lambda ctx, state: ctx.on.update_status())

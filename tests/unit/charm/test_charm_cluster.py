@@ -24,11 +24,13 @@ from lightkube.resources.rbac_authorization_v1 import (
 )
 
 import charm
-import charm_manifests
-import charm_pki
 from aitenant import contract
+from aitenant_charm import pki
+from aitenant_charm.cluster import CONTROLLER_CLUSTER_ROLE, MANAGED_BY_LABEL, load_crds
+from aitenant_charm.internal_ca import INTERNAL_CA_LABEL, WEBHOOK_CERT_LABEL
+from aitenant_charm.workload import CONTAINER, SERVICE, WEBHOOK_CERT_DIR
 
-SHIPPED_CRDS = charm_manifests.load_crds()
+SHIPPED_CRDS = load_crds()
 
 
 def _webhook(kit: CharmKit) -> ValidatingWebhookConfiguration:
@@ -72,8 +74,8 @@ def test_controller_cluster_role_is_bound_to_the_app_service_account(ready: Char
     assert {b.metadata.name for b in bindings if b.metadata} == {f"{MODEL}-{APP}"}
     binding = bindings[-1]
     # THEN the controller's ClusterRole is applied and bound to `<app>` in the model namespace
-    assert charm_manifests.CONTROLLER_CLUSTER_ROLE in roles
-    assert binding.roleRef.name == charm_manifests.CONTROLLER_CLUSTER_ROLE
+    assert CONTROLLER_CLUSTER_ROLE in roles
+    assert binding.roleRef.name == CONTROLLER_CLUSTER_ROLE
     assert binding.roleRef.kind == "ClusterRole"
     assert binding.subjects
     [subject] = binding.subjects
@@ -98,7 +100,7 @@ def test_webhook_port_is_opened(ready: CharmKit):
 
 def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: CharmKit):
     # GIVEN a leader with the fallback (internal CA) webhook certificate
-    ca = ready.secret(charm.INTERNAL_CA_LABEL)["ca-cert"]
+    ca = ready.secret(INTERNAL_CA_LABEL)["ca-cert"]
     # WHEN we look at the applied ValidatingWebhookConfiguration
     webhook = _webhook(ready)
     assert webhook.webhooks
@@ -114,15 +116,15 @@ def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: Char
     assert service.path == contract.WEBHOOK_PATH
     assert ca in _ca_bundle(webhook)
     # AND the served certificate chains to that CA and names the Service
-    served = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
-    assert charm_pki.issued_by(served, ca)
-    assert f"{APP}.{MODEL}.svc" in charm_pki.dns_names(served)
+    served = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
+    assert pki.issued_by(served, ca)
+    assert f"{APP}.{MODEL}.svc" in pki.dns_names(served)
 
 
 def test_webhook_certificate_from_the_certificates_relation(kit: CharmKit):
     # GIVEN a certificates relation and a provider CA
     now = datetime.datetime.now(datetime.UTC)
-    provider_ca = charm_pki.generate_ca("provider CA", now=now)
+    provider_ca = pki.generate_ca("provider CA", now=now)
     relation_id = kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
     kit.harness.add_relation_unit(relation_id, "self-signed-certificates/0")
     kit.make_ready()
@@ -146,25 +148,25 @@ def test_webhook_certificate_from_the_certificates_relation(kit: CharmKit):
     )
     kit.reconcile()
     # THEN the workload serves the provided certificate and the webhook trusts the provider CA
-    assert kit.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt").strip() == str(signed).strip()
+    assert kit.read(f"{WEBHOOK_CERT_DIR}/tls.crt").strip() == str(signed).strip()
     assert _ca_bundle(_webhook(kit)).strip() == provider_ca.cert_pem.strip()
-    assert charm.SERVICE in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE in kit.harness.get_container_pebble_plan(CONTAINER).services
 
 
 def test_renewed_webhook_certificate_does_not_restart_the_controller(ready: CharmKit):
     # GIVEN a running controller and its webhook certificate
     command = ready.service().command
     env = dict(ready.service().environment)
-    old = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
+    old = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
     # WHEN the fallback certificate is replaced (as renewal does)
-    ready.harness.model.get_secret(label=charm.WEBHOOK_CERT_LABEL).set_content(
+    ready.harness.model.get_secret(label=WEBHOOK_CERT_LABEL).set_content(
         {"tls-cert": "renew-me", "tls-key": "renew-me"}
     )
     ready.reconcile()
     # THEN the new certificate file is in place but the service definition is unchanged
-    new = ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt")
+    new = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
     assert new != old
-    assert charm_pki.issued_by(new, ready.secret(charm.INTERNAL_CA_LABEL)["ca-cert"])
+    assert pki.issued_by(new, ready.secret(INTERNAL_CA_LABEL)["ca-cert"])
     assert ready.service().command == command
     assert dict(ready.service().environment) == env
 
@@ -224,14 +226,14 @@ def test_removing_the_certificates_relation_falls_back_to_the_internal_ca(kit: C
     # GIVEN a certificates relation that never issued a certificate
     relation_id = kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
     kit.make_ready()
-    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
     # WHEN the relation is removed
     kit.harness.remove_relation(relation_id)
     # THEN the leader issues the webhook certificate from its CA and the controller starts
-    ca = kit.secret(charm.INTERNAL_CA_LABEL)["ca-cert"]
-    assert charm_pki.issued_by(kit.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt"), ca)
+    ca = kit.secret(INTERNAL_CA_LABEL)["ca-cert"]
+    assert pki.issued_by(kit.read(f"{WEBHOOK_CERT_DIR}/tls.crt"), ca)
     assert ca in _ca_bundle(_webhook(kit))
-    assert charm.SERVICE in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE in kit.harness.get_container_pebble_plan(CONTAINER).services
 
 
 # --- CRDs for the API server's version, and the namespaced Roles -----------------------------
@@ -262,7 +264,7 @@ def test_an_api_server_older_than_1_32_blocks_and_nothing_is_written(kit: CharmK
     kit.kube.apply.assert_not_called()
     kit.kube.patch.assert_not_called()
     kit.kube.delete.assert_not_called()
-    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
 
 
 def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str | None]]:
@@ -297,7 +299,7 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
         [subject] = binding.subjects
         assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
         assert binding.metadata
-        assert binding.metadata.labels == charm_manifests.MANAGED_BY_LABEL
+        assert binding.metadata.labels == MANAGED_BY_LABEL
     # AND the controller's ClusterRole no longer grants Leases or Secrets anywhere
     [controller_role] = [
         r
@@ -318,7 +320,7 @@ def test_without_an_infra_namespace_the_platform_role_is_in_the_model(kit: Charm
 
 
 def _stored(kind: type, namespace: str, name: str, managed: bool = True) -> Role | RoleBinding:
-    labels = dict(charm_manifests.MANAGED_BY_LABEL) if managed else {}
+    labels = dict(MANAGED_BY_LABEL) if managed else {}
     metadata = ObjectMeta(name=name, namespace=namespace, labels=labels)
     if kind is RoleBinding:
         ref = RoleRef(apiGroup="rbac.authorization.k8s.io", kind="Role", name=name)

@@ -1,12 +1,12 @@
-"""charm_config (option parsing) and charm_flags (gateway precedence): pure functions."""
+"""aitenant_charm.config (option parsing) and .flags (gateway precedence): pure functions."""
 
 from __future__ import annotations
 
 import pytest
 from pydantic import ValidationError
 
-from charm_config import CharmConfig, describe_error
-from charm_flags import GatewayFacts, resolve_gateway
+from aitenant_charm.config import CharmConfig, describe_error
+from aitenant_charm.flags import GatewayFacts, resolve_gateway
 
 
 def _error(**options: object) -> tuple[str, str]:

@@ -9,7 +9,8 @@ import pytest
 from charm_kit import APP, MODEL, CharmKit
 
 import charm
-import charm_cos
+from aitenant_charm import cos
+from aitenant_charm.workload import CONTAINER
 
 ALERTS = {
     "AITenantNoLeader",
@@ -95,7 +96,7 @@ def test_grafana_dashboard_carries_the_compressed_dashboard(ready: CharmKit):
     assert key == "file:aitenant"
     assert template["charm"] == "aitenant-k8s"
     assert template["juju_topology"]["application"] == APP
-    dashboard = json.loads(charm_cos.decompress(template["content"]))
+    dashboard = json.loads(cos.decompress(template["content"]))
     titles = " | ".join(panel["title"] for panel in dashboard["panels"])
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
     # AND it shows what the issue lists
@@ -140,7 +141,7 @@ def test_logging_forwards_the_controller_logs_to_each_loki_unit(ready: CharmKit)
     ready.harness.add_relation_unit(rel, "loki-k8s/1")
     ready.harness.update_relation_data(rel, "loki-k8s/1", loki_unit(url1))
     # THEN the plan has one Loki log target per unit, for every service, labelled with topology
-    targets = ready.harness.get_container_pebble_plan(charm.CONTAINER).log_targets
+    targets = ready.harness.get_container_pebble_plan(CONTAINER).log_targets
     assert {name: t.location for name, t in targets.items()} == {
         "loki-loki-k8s-0": url0,
         "loki-loki-k8s-1": url1,
@@ -157,11 +158,11 @@ def test_logging_relation_removed_stops_forwarding(ready: CharmKit):
     # GIVEN logs forwarded to one Loki unit
     url = "http://loki:3100/loki/api/v1/push"
     rel = ready.harness.add_relation(charm.LOGGING_RELATION, "loki-k8s", unit_data=loki_unit(url))
-    assert ready.harness.get_container_pebble_plan(charm.CONTAINER).log_targets
+    assert ready.harness.get_container_pebble_plan(CONTAINER).log_targets
     # WHEN the relation is removed
     ready.harness.remove_relation(rel)
     # THEN the target stays in the plan (Pebble cannot delete one) but receives no service
-    target = ready.harness.get_container_pebble_plan(charm.CONTAINER).log_targets["loki-loki-k8s-0"]
+    target = ready.harness.get_container_pebble_plan(CONTAINER).log_targets["loki-loki-k8s-0"]
     assert target.services == ["-all"]
     # AND the controller keeps running
     assert ready.status() == ops.ActiveStatus("0 tenants")
@@ -175,4 +176,4 @@ def test_loki_unit_without_a_usable_endpoint_is_skipped(bag: dict[str, str]):
     bags = {"loki/0": loki_unit("http://loki:3100/loki/api/v1/push"), "loki/1": bag}
     # WHEN the endpoints are read
     # THEN only the good one is used
-    assert charm_cos.loki_endpoints(bags) == {"loki/0": "http://loki:3100/loki/api/v1/push"}
+    assert cos.loki_endpoints(bags) == {"loki/0": "http://loki:3100/loki/api/v1/push"}

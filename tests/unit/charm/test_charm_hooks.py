@@ -21,6 +21,8 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from ops import testing
 
 import charm
+from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
+from aitenant_charm.workload import CONTAINER, LAYER, SERVICE
 
 Event = Callable[[testing.Context[Any], testing.State], Any]
 
@@ -60,7 +62,7 @@ class Hook:
 
 
 def _container(state: testing.State) -> testing.Container:
-    return state.get_container(charm.CONTAINER)
+    return state.get_container(CONTAINER)
 
 
 def _relation(d: Deployment, endpoint: str) -> SharedRelation:
@@ -119,7 +121,7 @@ def _relation_hooks(endpoint: str, **broken: Any) -> list[Hook]:
 
 
 def _ca_secret(d: Deployment, state: testing.State) -> testing.Secret:
-    return next(s for s in state.secrets if s.label == charm.INTERNAL_CA_LABEL)
+    return next(s for s in state.secrets if s.label == INTERNAL_CA_LABEL)
 
 
 def _has_checks(d: Deployment, u: Unit) -> bool:
@@ -127,7 +129,7 @@ def _has_checks(d: Deployment, u: Unit) -> bool:
 
 
 def _has_ca(d: Deployment, u: Unit) -> bool:
-    return any(s.label == charm.INTERNAL_CA_LABEL for s in d.secrets.values())
+    return any(s.label == INTERNAL_CA_LABEL for s in d.secrets.values())
 
 
 def _foreign_secret(state: testing.State) -> testing.Secret:
@@ -359,7 +361,7 @@ def test_an_api_server_older_than_1_32_blocks_on_every_hook_and_nothing_is_writt
     assert wrong == []
     # AND it wrote nothing to the cluster and never planned the controller
     assert cluster.writes == []
-    assert charm.LAYER not in deployment.units[0].container.layers
+    assert LAYER not in deployment.units[0].container.layers
 
 
 def test_an_upgraded_api_server_lets_the_same_deployment_proceed():
@@ -415,7 +417,7 @@ def test_prepared_for_removal_is_reported_by_every_hook():
     # WHEN any hook runs, THEN the status says what was done and what to run
     assert run_every_hook(deployment, lambda u: blocked, facts_dominate=True) == []
     # AND the controller stayed stopped throughout
-    current = deployment.units[0].container.service_statuses.get(charm.SERVICE)
+    current = deployment.units[0].container.service_statuses.get(SERVICE)
     assert current == ops.pebble.ServiceStatus.INACTIVE
 
 
@@ -428,7 +430,7 @@ def test_the_rocks_own_service_is_not_taken_for_the_charms():
     deployment = Deployment(cluster)
     deployment.relate_gateway()
     deployment.relate_maas_api()
-    assert charm.SERVICE in deployment.units[0].container.plan.services
+    assert SERVICE in deployment.units[0].container.plan.services
     # WHEN a hook the charm does not reconcile on runs, once the CA and certificate exist
     deployment.run(0, lambda ctx, s: ctx.on.leader_elected())
     container = deployment.units[0].container
@@ -469,12 +471,12 @@ def test_prepare_removal_stops_a_controller_that_is_not_running_cleanly():
     cluster = FakeCluster()
     deployment = deployed(cluster)
     unit = deployment.units[0]
-    container = dataclasses.replace(unit.container, service_statuses={charm.SERVICE: current})
+    container = dataclasses.replace(unit.container, service_statuses={SERVICE: current})
     unit.state = dataclasses.replace(unit.state, containers={container})
     # WHEN the operator runs prepare-removal
     deployment.action(0, charm.PREPARE_REMOVAL_ACTION)
     # THEN the service is stopped, so Pebble does not start it again
-    assert unit.container.service_statuses[charm.SERVICE] == ops.pebble.ServiceStatus.INACTIVE
+    assert unit.container.service_statuses[SERVICE] == ops.pebble.ServiceStatus.INACTIVE
 
 
 def test_a_second_deployment_stops_its_controller():
@@ -483,14 +485,14 @@ def test_a_second_deployment_stops_its_controller():
     deployed(cluster, model="first")
     second = Deployment(cluster, model="second")
     unit = second.units[0]
-    backoff = {charm.SERVICE: ops.pebble.ServiceStatus.ERROR}
+    backoff = {SERVICE: ops.pebble.ServiceStatus.ERROR}
     unit.state = dataclasses.replace(
         unit.state, containers={dataclasses.replace(unit.container, service_statuses=backoff)}
     )
     # WHEN the second deployment reconciles
     second.run(0, lambda ctx, s: ctx.on.config_changed())
     # THEN its controller is stopped
-    assert unit.container.service_statuses[charm.SERVICE] == ops.pebble.ServiceStatus.INACTIVE
+    assert unit.container.service_statuses[SERVICE] == ops.pebble.ServiceStatus.INACTIVE
 
 
 @pytest.mark.parametrize(
@@ -505,7 +507,7 @@ def test_a_controller_not_running_is_not_active(current: ops.pebble.ServiceStatu
     cluster = FakeCluster()
     deployment = deployed(cluster)
     unit = deployment.units[0]
-    container = dataclasses.replace(unit.container, service_statuses={charm.SERVICE: current})
+    container = dataclasses.replace(unit.container, service_statuses={SERVICE: current})
     unit.state = dataclasses.replace(unit.state, containers={container})
     # WHEN a hook the charm does not reconcile on runs
     status = deployment.run(0, lambda ctx, s: ctx.on.install())
@@ -532,7 +534,7 @@ def test_non_leaders_wait_for_the_leaders_ca_then_become_active():
     for unit in (1, 2):
         # THEN they run the controller too, as standby
         assert deployment.run(unit, lambda ctx, s: ctx.on.config_changed()) == ACTIVE_STANDBY
-        assert deployment.units[unit].container.service_statuses[charm.SERVICE] == (
+        assert deployment.units[unit].container.service_statuses[SERVICE] == (
             ops.pebble.ServiceStatus.ACTIVE
         )
 

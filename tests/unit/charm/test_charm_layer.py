@@ -12,6 +12,15 @@ from charm_kit import DEFAULT_MAAS_API, MODEL, CharmKit
 
 import charm
 from aitenant.settings import load_settings
+from aitenant_charm.internal_ca import INTERNAL_CA_LABEL, WEBHOOK_CERT_LABEL
+from aitenant_charm.workload import (
+    CONTAINER,
+    MAAS_API_CA_FILE,
+    MAAS_API_CA_KEY_FILE,
+    SERVICE,
+    WEBHOOK_CERT_DIR,
+    WORKLOAD_UID,
+)
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 
@@ -49,10 +58,10 @@ def test_layer_carries_flags_from_config_and_relations(kit: CharmKit):
     assert flags["infra-namespace"] == DEFAULT_MAAS_API.infra_namespace
     assert flags["maas-api-image"] == DEFAULT_MAAS_API.image
     assert flags["maas-api-db-secret"] == DEFAULT_MAAS_API.db_secret
-    assert flags["maas-api-ca-file"] == charm.MAAS_API_CA_FILE
-    assert flags["maas-api-ca-key-file"] == charm.MAAS_API_CA_KEY_FILE
+    assert flags["maas-api-ca-file"] == MAAS_API_CA_FILE
+    assert flags["maas-api-ca-key-file"] == MAAS_API_CA_KEY_FILE
     assert flags["webhook-port"] == "9443"
-    assert flags["webhook-cert-dir"] == charm.WEBHOOK_CERT_DIR
+    assert flags["webhook-cert-dir"] == WEBHOOK_CERT_DIR
     assert flags["health-port"] == "8081"
     assert flags["leader-elect"] == "true"
     assert "maas-api-url-template" not in flags  # default port 8443: controller default
@@ -61,13 +70,13 @@ def test_layer_carries_flags_from_config_and_relations(kit: CharmKit):
 def test_layer_service_environment_and_checks(ready: CharmKit):
     # GIVEN a ready deployment
     # WHEN we read the planned layer
-    plan = ready.harness.get_container_pebble_plan(charm.CONTAINER)
-    service = plan.services[charm.SERVICE]
+    plan = ready.harness.get_container_pebble_plan(CONTAINER)
+    service = plan.services[SERVICE]
     # THEN the service knows its namespace, restarts when not alive, and is probed over HTTP
     assert service.environment["POD_NAMESPACE"] == MODEL
     assert service.on_check_failure == {"alive": "restart"}
     assert service.startup == "enabled"
-    assert service.user_id == charm.WORKLOAD_UID
+    assert service.user_id == WORKLOAD_UID
     assert plan.checks["alive"].level == ops.pebble.CheckLevel.ALIVE
     assert plan.checks["alive"].http == {"url": "http://localhost:8081/healthz"}
     assert plan.checks["ready"].level == ops.pebble.CheckLevel.READY
@@ -127,7 +136,7 @@ def test_command_is_accepted_by_the_controller_settings(ready: CharmKit):
     assert settings.gateway_namespace == "istio-gw"
     assert settings.enable_tenant_namespace_discovery is True
     assert settings.deletion_timeout == 600.0
-    assert str(settings.webhook_cert_dir) == charm.WEBHOOK_CERT_DIR
+    assert str(settings.webhook_cert_dir) == WEBHOOK_CERT_DIR
     assert settings.leader_elect is True
 
 
@@ -171,21 +180,21 @@ def test_no_service_without_required_inputs(kit: CharmKit):
     # WHEN the charm reconciles
     kit.reconcile()
     # THEN nothing is planned
-    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
 
 
 def test_certificate_files_written_with_private_keys_protected(ready: CharmKit):
     # GIVEN a ready deployment (fallback certificate from the internal CA)
-    fs = ready.harness.get_filesystem_root(charm.CONTAINER)
+    fs = ready.harness.get_filesystem_root(CONTAINER)
     # WHEN we look at the files in the workload
     # THEN the webhook pair and the maas-api CA pair are there, keys readable by owner only
-    ca = ready.secret(charm.INTERNAL_CA_LABEL)
-    assert ready.read(charm.MAAS_API_CA_FILE) == ca["ca-cert"]
-    assert ready.read(charm.MAAS_API_CA_KEY_FILE) == ca["ca-key"]
-    webhook = ready.secret(charm.WEBHOOK_CERT_LABEL)
-    assert ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.crt") == webhook["tls-cert"]
-    assert ready.read(f"{charm.WEBHOOK_CERT_DIR}/tls.key") == webhook["tls-key"]
-    for key in (charm.MAAS_API_CA_KEY_FILE, f"{charm.WEBHOOK_CERT_DIR}/tls.key"):
+    ca = ready.secret(INTERNAL_CA_LABEL)
+    assert ready.read(MAAS_API_CA_FILE) == ca["ca-cert"]
+    assert ready.read(MAAS_API_CA_KEY_FILE) == ca["ca-key"]
+    webhook = ready.secret(WEBHOOK_CERT_LABEL)
+    assert ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt") == webhook["tls-cert"]
+    assert ready.read(f"{WEBHOOK_CERT_DIR}/tls.key") == webhook["tls-key"]
+    for key in (MAAS_API_CA_KEY_FILE, f"{WEBHOOK_CERT_DIR}/tls.key"):
         assert (fs / key.lstrip("/")).stat().st_mode & 0o777 == 0o600
 
 

@@ -9,8 +9,9 @@ import pytest
 import yaml
 
 import charm
-from charm_config import CharmConfig, option_name
-from charm_flags import controller_args
+from aitenant_charm.config import CharmConfig, option_name
+from aitenant_charm.flags import controller_args
+from aitenant_charm.workload import CONTAINER
 from charms.aitenant_k8s.v0 import maas_api
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -33,7 +34,7 @@ def charmcraft() -> dict[str, Any]:
 def test_container_and_resource(metadata: dict[str, Any]):
     # GIVEN metadata.yaml
     # WHEN we look up the charm's container
-    container = metadata["containers"][charm.CONTAINER]
+    container = metadata["containers"][CONTAINER]
     # THEN it runs the controller-image resource, an OCI image
     assert container["resource"] == "controller-image"
     assert metadata["resources"]["controller-image"]["type"] == "oci-image"
@@ -105,7 +106,7 @@ def test_controller_args_only_use_known_flags():
     from charm_kit import DEFAULT_MAAS_API
 
     from aitenant.settings import FLAGS
-    from charm_flags import ControllerInputs, Gateway, Ports, WorkloadPaths
+    from aitenant_charm.flags import ControllerInputs, Gateway, Ports, WorkloadPaths
 
     known = {flag.option for flag in FLAGS}
     inputs = ControllerInputs(

@@ -14,12 +14,13 @@ import datetime
 from juju_model import APP, Deployment, FakeCluster
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
-import charm
-import charm_manifests
-import charm_pki
+from aitenant_charm import pki
+from aitenant_charm.cluster import cluster_scoped_name, construct_webhook_configuration
+from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
+from aitenant_charm.workload import WEBHOOK_PORT
 
 NOW = datetime.datetime.now(datetime.UTC)
-VWC_NAME = charm_manifests.cluster_scoped_name(APP, "maas")
+VWC_NAME = cluster_scoped_name(APP, "maas")
 
 
 def three_units() -> tuple[FakeCluster, Deployment]:
@@ -35,28 +36,28 @@ def published_cas(cluster: FakeCluster) -> set[str]:
     """Fingerprints of the CAs the webhook configuration in the cluster trusts."""
     vwc = cluster.get(ValidatingWebhookConfiguration, VWC_NAME)
     pem = base64.b64decode(vwc.webhooks[0].clientConfig.caBundle).decode()
-    return set(charm_pki.fingerprints(pem))
+    return set(pki.fingerprints(pem))
 
 
 def internal_ca(deployment: Deployment) -> str:
-    secret = next(s for s in deployment.secrets.values() if s.label == charm.INTERNAL_CA_LABEL)
-    return secret.latest_content[charm_pki.CA_CERT]
+    secret = next(s for s in deployment.secrets.values() if s.label == INTERNAL_CA_LABEL)
+    return secret.latest_content[pki.CA_CERT]
 
 
-def switch_from_another_ca(cluster: FakeCluster, deployment: Deployment) -> charm_pki.KeyPair:
+def switch_from_another_ca(cluster: FakeCluster, deployment: Deployment) -> pki.KeyPair:
     """The state right after the `certificates` relation went away: caBundle and every
     controller still hold the provider's CA and certificate; the charm's are the internal
     CA's. Each unit has said so on the peer relation."""
-    provider = charm_pki.generate_ca("provider CA", now=NOW)
-    leaf = charm_pki.issue_server_certificate(
-        provider, dns_names=charm_pki.service_dns_names(APP, "maas"), now=NOW
+    provider = pki.generate_ca("provider CA", now=NOW)
+    leaf = pki.issue_server_certificate(
+        provider, dns_names=pki.service_dns_names(APP, "maas"), now=NOW
     )
-    vwc = charm_manifests.construct_webhook_configuration(
+    vwc = construct_webhook_configuration(
         name=VWC_NAME,
         ca_bundle_pem=provider.cert_pem.encode(),
         service_name=APP,
         service_namespace="maas",
-        port=charm.WEBHOOK_PORT,
+        port=WEBHOOK_PORT,
     )
     cluster.client("maas").apply(vwc)
     for unit in deployment.units:
@@ -79,8 +80,8 @@ def test_old_ca_stays_until_every_unit_serves_the_new_certificate():
     cluster, deployment = three_units()
     provider = switch_from_another_ca(cluster, deployment)
     new, old = (
-        charm_pki.fingerprint(internal_ca(deployment)),
-        charm_pki.fingerprint(provider.cert_pem),
+        pki.fingerprint(internal_ca(deployment)),
+        pki.fingerprint(provider.cert_pem),
     )
     # WHEN the leader reconciles while every controller serves the provider's certificate
     deployment.run(0, lambda ctx, s: ctx.on.update_status())
@@ -114,14 +115,14 @@ def test_units_publish_what_their_controller_serves_not_what_the_charm_wrote():
     served = unit.workload.serves()
     written = (unit.workload.root / "webhook" / "tls.crt").read_text()
     assert served is not None
-    assert not charm_pki.same_certificate(served, written)
+    assert not pki.same_certificate(served, written)
     # WHEN it publishes
     deployment.run(1, lambda ctx, s: ctx.on.update_status())
     # THEN its databag names the served certificate, and no CA of the new bundle for it
     bag = deployment.peers.unit_data[1]
-    assert bag[charm_pki.SERVED_CERT] == charm_pki.fingerprint(served)
-    assert bag.get(charm_pki.SERVED_CA, "") == ""  # ops drops a key set to ""
-    assert charm_pki.issued_by(served, provider.cert_pem)
+    assert bag[pki.SERVED_CERT] == pki.fingerprint(served)
+    assert bag.get(pki.SERVED_CA, "") == ""  # ops drops a key set to ""
+    assert pki.issued_by(served, provider.cert_pem)
 
 
 def test_a_planned_unit_not_yet_on_the_peer_relation_keeps_the_old_ca():
@@ -136,19 +137,19 @@ def test_a_planned_unit_not_yet_on_the_peer_relation_keeps_the_old_ca():
     # WHEN the leader reconciles, every unit it knows serving the new certificate
     deployment.run(0, lambda ctx, s: ctx.on.update_status())
     # THEN the old CA stays
-    assert charm_pki.fingerprint(provider.cert_pem) in published_cas(cluster)
+    assert pki.fingerprint(provider.cert_pem) in published_cas(cluster)
     # AND once the application is back to the three units, it goes
     deployment.planned_units = None
     deployment.run(0, lambda ctx, s: ctx.on.update_status())
-    assert published_cas(cluster) == {charm_pki.fingerprint(internal_ca(deployment))}
+    assert published_cas(cluster) == {pki.fingerprint(internal_ca(deployment))}
 
 
 def test_the_leader_publishes_the_cas_it_trusts_for_its_peers():
     _, deployment = three_units()
     assert deployment.peers is not None
     # THEN the peers see which CAs the leader's bundle holds (a change wakes them up)
-    trusted = deployment.peers.app_data[charm_pki.TRUSTED_CAS]
-    assert trusted == charm_pki.fingerprint(internal_ca(deployment))
+    trusted = deployment.peers.app_data[pki.TRUSTED_CAS]
+    assert trusted == pki.fingerprint(internal_ca(deployment))
     # AND every unit published the certificate it serves, from that CA
     for unit in deployment.units:
-        assert deployment.peers.unit_data[unit.id][charm_pki.SERVED_CA] == trusted
+        assert deployment.peers.unit_data[unit.id][pki.SERVED_CA] == trusted

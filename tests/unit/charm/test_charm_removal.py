@@ -17,8 +17,14 @@ from lightkube.types import PatchType
 from ops import testing
 
 import charm
-import charm_manifests
 from aitenant import contract
+from aitenant_charm.cluster import (
+    AITENANT,
+    CONTROLLER_CLUSTER_ROLE,
+    MANAGED_BY_LABEL,
+    cluster_scoped_name,
+)
+from aitenant_charm.workload import CONTAINER, SERVICE
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -27,13 +33,13 @@ def binding(model: str, app: str, created: datetime.datetime) -> ClusterRoleBind
     return ClusterRoleBinding(
         metadata=ObjectMeta(
             name=f"{model}-{app}",
-            labels=dict(charm_manifests.MANAGED_BY_LABEL),
+            labels=dict(MANAGED_BY_LABEL),
             creationTimestamp=created,
         ),
         roleRef=RoleRef(
             apiGroup="rbac.authorization.k8s.io",
             kind="ClusterRole",
-            name=charm_manifests.CONTROLLER_CLUSTER_ROLE,
+            name=CONTROLLER_CLUSTER_ROLE,
         ),
         subjects=[Subject(kind="ServiceAccount", name=app, namespace=model)],
     )
@@ -65,7 +71,7 @@ def test_second_deployment_blocks_naming_the_other_model(kit: CharmKit):
     assert "prod-aitenant-k8s" in status.message
     # AND it applied nothing to the cluster and planned no controller
     kit.kube.apply.assert_not_called()
-    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
 
 
 def test_first_deployment_keeps_running_when_a_later_one_appears(ready: CharmKit):
@@ -92,13 +98,13 @@ def test_bindings_of_other_roles_are_not_deployments(kit: CharmKit):
 
 def test_blocked_deployment_stops_a_running_controller(ready: CharmKit):
     # GIVEN a running controller
-    assert ready.container.get_services(charm.SERVICE)[charm.SERVICE].is_running()
+    assert ready.container.get_services(SERVICE)[SERVICE].is_running()
     # WHEN another, older deployment shows up (our binding is newer)
     ours = binding(MODEL, APP, T0 + datetime.timedelta(hours=1))
     cluster_with(ready.kube, ClusterRoleBinding=[ours, binding("prod", APP, T0)])
     ready.harness.charm.on.update_status.emit()
     # THEN our controller is stopped: one leader per cluster
-    assert not ready.container.get_services(charm.SERVICE)[charm.SERVICE].is_running()
+    assert not ready.container.get_services(SERVICE)[SERVICE].is_running()
     assert isinstance(ready.status(), ops.BlockedStatus)
 
 
@@ -116,7 +122,7 @@ def test_blocked_deployment_removal_deletes_nothing(kit: CharmKit):
 
 
 def tenant(name: str, finalizers: list[str], resource_version: str = "7") -> Any:
-    obj = charm.AITENANT.from_dict(  # pyright: ignore[reportAttributeAccessIssue]
+    obj = AITENANT.from_dict(  # pyright: ignore[reportAttributeAccessIssue]
         {
             "apiVersion": "maas.opendatahub.io/v1alpha1",
             "kind": "AITenant",
@@ -155,9 +161,9 @@ def test_prepare_removal_stops_the_controller_and_releases_finalizers(ready: Cha
     assert patches["a"].kwargs["patch_type"] == PatchType.MERGE
     # AND the controller is stopped and the webhook configuration deleted; nothing else is
     ready.kube.delete.assert_called_once_with(
-        ValidatingWebhookConfiguration, charm_manifests.cluster_scoped_name(APP, MODEL)
+        ValidatingWebhookConfiguration, cluster_scoped_name(APP, MODEL)
     )
-    assert not ready.container.get_services(charm.SERVICE)[charm.SERVICE].is_running()
+    assert not ready.container.get_services(SERVICE)[SERVICE].is_running()
 
 
 def test_after_prepare_removal_the_controller_stays_stopped(ready: CharmKit):
@@ -166,9 +172,9 @@ def test_after_prepare_removal_the_controller_stays_stopped(ready: CharmKit):
     ready.kube.apply.reset_mock()
     # WHEN later events reconcile
     ready.harness.charm.on.config_changed.emit()
-    ready.harness.container_pebble_ready(charm.CONTAINER)
+    ready.harness.container_pebble_ready(CONTAINER)
     # THEN nothing restarts the controller or re-applies cluster objects
-    assert not ready.container.get_services(charm.SERVICE)[charm.SERVICE].is_running()
+    assert not ready.container.get_services(SERVICE)[SERVICE].is_running()
     ready.kube.apply.assert_not_called()
     # AND the status tells the operator the next step
     status = ready.status()
@@ -184,7 +190,7 @@ def test_prepare_removal_refuses_with_several_units(ready: CharmKit):
     with pytest.raises(testing.ActionFailed, match="juju scale-application aitenant-k8s 1"):
         ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
     ready.kube.patch.assert_not_called()
-    assert ready.container.get_services(charm.SERVICE)[charm.SERVICE].is_running()
+    assert ready.container.get_services(SERVICE)[SERVICE].is_running()
 
 
 def test_prepare_removal_runs_on_the_leader_only(ready: CharmKit):

@@ -11,6 +11,9 @@ from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 import charm
+from aitenant_charm.cluster import AITENANT
+from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
+from aitenant_charm.workload import CONTAINER, SERVICE
 
 
 def test_missing_trust_blocks_with_the_exact_command(kit: CharmKit):
@@ -92,11 +95,11 @@ def test_cluster_apply_failure_waits(kit: CharmKit):
 
 def test_unreachable_container_waits(kit: CharmKit):
     # GIVEN relations in place but Pebble not answering
-    kit.harness.set_can_connect(charm.CONTAINER, False)
+    kit.harness.set_can_connect(CONTAINER, False)
     kit.make_ready()
     # WHEN the status is computed
     # THEN the unit waits for the container
-    assert kit.status() == ops.WaitingStatus(f"waiting for the {charm.CONTAINER} container")
+    assert kit.status() == ops.WaitingStatus(f"waiting for the {CONTAINER} container")
 
 
 def test_no_gateway_from_config_or_relation_blocks(kit: CharmKit):
@@ -170,7 +173,7 @@ def test_certificate_not_yet_issued_waits(kit: CharmKit):
     assert kit.status() == ops.WaitingStatus(
         "waiting for the webhook certificate from `certificates`"
     )
-    assert charm.SERVICE not in kit.harness.get_container_pebble_plan(charm.CONTAINER).services
+    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
 
 
 def test_non_leader_waits_for_the_internal_ca(kit: CharmKit):
@@ -181,7 +184,7 @@ def test_non_leader_waits_for_the_internal_ca(kit: CharmKit):
     # THEN it waits for the leader and does not create the CA itself
     assert kit.status() == ops.WaitingStatus("waiting for the leader to create the internal CA")
     with pytest.raises(ops.SecretNotFoundError):
-        kit.harness.model.get_secret(label=charm.INTERNAL_CA_LABEL)
+        kit.harness.model.get_secret(label=INTERNAL_CA_LABEL)
 
 
 def test_failing_readyz_waits(ready: CharmKit):
@@ -211,8 +214,8 @@ def test_leader_status_counts_tenants_with_one_single_item_list(ready: CharmKit,
     # AND it counted the AITenants with the single-item list (count_objects, whose request
     # test_charm_lightkube.py checks on the wire), never paging through them
     (call,) = ready.private.count.call_args_list
-    assert call.args == (kube, charm.AITENANT)
-    assert not [c for c in kube.list.call_args_list if c.args and c.args[0] is charm.AITENANT]
+    assert call.args == (kube, AITENANT)
+    assert not [c for c in kube.list.call_args_list if c.args and c.args[0] is AITENANT]
 
 
 def test_status_counts_one_tenant_in_the_singular(ready: CharmKit):

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from charm_config import CharmConfig
+from aitenant_charm.config import CharmConfig
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 DEFAULT_MAAS_API_PORT = 8443

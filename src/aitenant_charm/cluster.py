@@ -1,4 +1,4 @@
-"""Cluster objects the charm applies for the controller: built here, applied by ``charm.py``.
+"""Cluster objects the charm applies for the controller. Pure: ``cluster_objects`` applies them.
 
 The CRDs, ClusterRoles and the namespaced Roles come from the ``aitenant`` package
 (``aitenant/manifests/``, through ``aitenant.manifests``), the same files the
@@ -15,6 +15,7 @@ from pathlib import Path
 
 from lightkube import codecs
 from lightkube.core.resource import Resource
+from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
@@ -36,6 +37,12 @@ logger = logging.getLogger(__name__)
 CONTROLLER_CLUSTER_ROLE = contract.CONTROLLER_NAME
 # Every object the charm creates carries this label, so an operator can find them.
 MANAGED_BY_LABEL = {contract.LABEL_MANAGED_BY: "aitenant-k8s"}
+# The controller's CRDs: AITenants are counted for the status line; the prepare-removal
+# action releases our finalizers from both kinds.
+AITENANT = create_namespaced_resource(contract.GROUP, contract.VERSION, "AITenant", "aitenants")
+MAAS_TENANT_CONFIG = create_namespaced_resource(
+    contract.GROUP, contract.VERSION, "MaasTenantConfig", "maastenantconfigs"
+)
 
 
 def manifests_dir() -> Path:

@@ -1,4 +1,4 @@
-"""Observability through COS: the databags of three relation interfaces. Pure functions.
+"""Observability through COS: the databags of three relation interfaces.
 
 No library on PyPI implements these interfaces (the Charmhub libraries are vendored copies of
 thousands of lines each), so the charm writes the documented databag contract itself:
@@ -14,8 +14,11 @@ thousands of lines each), so the charm writes the documented databag contract it
   a JSON object with the push ``url``; Pebble forwards the workload's logs to each of them
   through log targets of type ``loki``.
 
+Everything here is pure except the last two functions, which read and write the relations:
+``publish`` (the databags) and ``log_targets_of`` (what the Pebble layer forwards to Loki).
+
 The alert rules (``prometheus_alert_rules/``) and the dashboard (``grafana_dashboards/``) live
-next to this module and ship with the charm.
+in ``src/``, beside the charm's entry point, and ship with the charm.
 """
 
 from __future__ import annotations
@@ -29,10 +32,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import ops
 import yaml
 
-ALERT_RULES_DIR = Path(__file__).parent / "prometheus_alert_rules"
-DASHBOARDS_DIR = Path(__file__).parent / "grafana_dashboards"
+from aitenant_charm.databag import update_databag
+
+ALERT_RULES_DIR = Path(__file__).parents[1] / "prometheus_alert_rules"
+DASHBOARDS_DIR = Path(__file__).parents[1] / "grafana_dashboards"
 # Placeholder in rule expressions, replaced by the deployment's topology label matchers.
 TOPOLOGY_PLACEHOLDER = "%%juju_topology%%"
 METRICS_PATH = "/metrics"
@@ -216,3 +222,58 @@ def log_targets(
         if name.startswith(LOG_TARGET_PREFIX) and name not in targets:
             targets[name] = target(location, ["-all"])
     return targets
+
+
+# --- Reading and writing the relations ----------------------------------------------------
+
+
+def topology_of(model: ops.Model, charm_name: str) -> Topology:
+    """This unit's topology, as Juju names it."""
+    return Topology(
+        model=model.name,
+        model_uuid=model.uuid,
+        application=model.app.name,
+        unit=model.unit.name,
+        charm_name=charm_name,
+    )
+
+
+def publish(
+    model: ops.Model,
+    topology: Topology,
+    *,
+    scrape_relation: str,
+    dashboard_relation: str,
+    metrics_port: int,
+) -> None:
+    """Publish the scrape job, alert rules and dashboard (leader), and this unit's address,
+    on the relations named ``scrape_relation`` and ``dashboard_relation``.
+
+    Writes only what differs, so an unchanged charm leaves the databags untouched.
+    """
+    unit, app = model.unit, model.app
+    address = unit_address(unit.name, app.name, model.name)
+    for relation in model.relations[scrape_relation]:
+        update_databag(relation.data[unit], scrape_unit_data(unit.name, address))
+        if unit.is_leader():
+            rules = load_alert_rules(topology)
+            data = scrape_app_data(topology, port=metrics_port, alert_rules=rules)
+            update_databag(relation.data[app], data)
+    if unit.is_leader():
+        for relation in model.relations[dashboard_relation]:
+            update_databag(relation.data[app], dashboard_app_data(topology, load_dashboards()))
+
+
+def log_targets_of(
+    model: ops.Model, container: ops.Container, topology: Topology, *, loki_relation: str
+) -> dict[str, dict[str, Any]]:
+    """Pebble log targets for every Loki unit on the relation named ``loki_relation`` (none
+    without it), keeping ours already in the container's plan (see ``log_targets``)."""
+    bags: dict[str, Mapping[str, str]] = {}
+    for relation in model.relations[loki_relation]:
+        for unit in relation.units:
+            bags[unit.name] = relation.data[unit]
+    current = {
+        name: target.location or "" for name, target in container.get_plan().log_targets.items()
+    }
+    return log_targets(loki_endpoints(bags), topology, current=current)

@@ -1,0 +1,81 @@
+"""Cluster RBAC and CRDs, applied by the leader with server-side apply.
+
+The CRDs (as this API server accepts them) and ClusterRoles, the ClusterRoleBinding that gives
+the app's service account the controller's ClusterRole, and the controller's Roles and
+RoleBindings: the leader Lease in the controller namespace (the model), the tenant platform in
+the infra namespace. When the infra namespace changes, the Roles follow and ours in the
+previous namespace are deleted once the new ones are in place. The objects are built in
+``cluster``; this module does the I/O.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from lightkube import Client
+from lightkube.core.exceptions import ApiError
+from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
+
+from aitenant_charm import cluster
+
+logger = logging.getLogger(__name__)
+
+
+class ClusterStepError(Exception):
+    """A cluster object cannot be applied for a reason the operator must fix; says which."""
+
+
+def apply_cluster_objects(kube: Client, *, app: str, model: str, infra: str | None) -> None:
+    """Apply the CRDs, ClusterRoles and our binding, then the namespaced RBAC in ``infra``
+    (None while the config is invalid: the controller keeps the Roles it has)."""
+    crds = cluster.load_crds()
+    roles = cluster.load_cluster_roles()
+    binding = cluster.construct_cluster_role_binding(
+        name=cluster.cluster_scoped_name(app, model), service_account=app, namespace=model
+    )
+    for obj in (*crds, *roles, binding):
+        kube.apply(obj, force=True)
+    logger.debug("applied %s", cluster.names((*crds, *roles, binding)))
+    if infra is not None:
+        apply_namespaced_rbac(kube, app=app, model=model, infra=infra)
+
+
+def apply_namespaced_rbac(kube: Client, *, app: str, model: str, infra: str) -> None:
+    """The controller's Roles: Lease in its namespace (``model``), platform in ``infra``
+    (which must exist); ours elsewhere are deleted once these are in place."""
+    desired = cluster.construct_namespaced_rbac(
+        prefix=cluster.namespaced_rbac_prefix(app, model),
+        controller_namespace=model,
+        infra_namespace=infra,
+        service_account=app,
+    )
+    for obj in desired:
+        try:
+            kube.apply(obj, force=True)
+        except ApiError as exc:
+            namespace = obj.metadata.namespace if obj.metadata else ""
+            if exc.status.code == 404 and namespace == infra != model:
+                raise ClusterStepError(
+                    f"infra namespace {infra!r} does not exist: create it (with the "
+                    "maas-api database Secret) or change `infra-namespace`"
+                ) from None
+            raise
+    existing: list[Role | RoleBinding] = [
+        *kube.list(Role, namespace="*", labels={**cluster.MANAGED_BY_LABEL}),
+        *kube.list(RoleBinding, namespace="*", labels={**cluster.MANAGED_BY_LABEL}),
+    ]
+    for obj in cluster.stale_namespaced_rbac(existing, desired):
+        assert obj.metadata is not None
+        assert obj.metadata.name is not None
+        try:
+            kube.delete(type(obj), obj.metadata.name, namespace=obj.metadata.namespace)
+        except ApiError as exc:
+            if exc.status.code != 404:
+                raise
+        logger.info(
+            "deleted %s %s/%s (infra namespace is now %s)",
+            type(obj).__name__,
+            obj.metadata.namespace,
+            obj.metadata.name,
+            infra,
+        )
