@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +50,45 @@ INFRA_NS = "aitenant-system"
 SUBSCRIPTION_NS = "models-as-a-service"
 # Verbs of aitenant_api_requests_total that write.
 WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "provokes_errors(why): the test makes the controller log an error on purpose"
+    )
+
+
+class ControllerErrors(logging.Handler):
+    """The controller's log records at ERROR (a reconcile that failed for a reason other than
+    a conflict or the server's trouble, a traceback) while one test runs."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.ERROR)
+        self.records: list[logging.LogRecord] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.records.append(record)
+
+
+@pytest.fixture(autouse=True)
+def no_silent_errors(request: pytest.FixtureRequest) -> Iterator[None]:
+    """Every test fails when the controller (in this process) logs an error it did not provoke
+    on purpose; a test that does provoke one says which with
+    ``@pytest.mark.provokes_errors("why")``. A retry the controller recovers from is not a pass
+    of the test when it hides a bug (a TypeError healed by the next pass is still a bug)."""
+    handler = ControllerErrors()
+    logger = logging.getLogger("aitenant")
+    logger.addHandler(handler)
+    try:
+        yield
+    finally:
+        logger.removeHandler(handler)
+    if handler.records and request.node.get_closest_marker("provokes_errors") is None:
+        lines = "\n".join(
+            f"{r.name}: {r.getMessage()}" + (f" ({r.exc_info[1]!r})" if r.exc_info else "")
+            for r in handler.records
+        )
+        pytest.fail(f"the controller logged errors this test did not provoke:\n{lines}")
 
 
 @pytest.fixture(scope="session")
