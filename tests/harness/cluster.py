@@ -271,7 +271,9 @@ class LocalCluster:
     def kubeconfig_for(self, user: User) -> Path:
         """A kubeconfig that authenticates as one of ``extra_users``."""
         assert self.workdir is not None
-        return self._write_kubeconfig(self.workdir / f"kubeconfig-{user.name}", user.token)
+        # KUBECONFIG is a list separated by ':', which ServiceAccount user names contain.
+        file = f"kubeconfig-{user.name.replace(':', '-')}"
+        return self._write_kubeconfig(self.workdir / file, user.token)
 
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context()
