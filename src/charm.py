@@ -13,7 +13,6 @@ import logging
 from collections.abc import Callable
 from typing import Final, TypeVar
 
-import httpx2
 import ops
 from charmlibs.interfaces.gateway_metadata import GatewayMetadataRequirer
 from charmlibs.interfaces.tls_certificates import (
@@ -30,7 +29,6 @@ from aitenant_charm import (
     cluster_objects,
     cos,
     internal_ca,
-    lightkube_private,
     pebble_layer,
     pki,
     removal,
@@ -38,9 +36,9 @@ from aitenant_charm import (
     webhook_trust,
     workload,
 )
-from aitenant_charm.cluster_facts import ClusterFacts, read_cluster_facts
+from aitenant_charm.cluster_facts import ClusterFacts, count_tenants, read_cluster_facts
 from aitenant_charm.config import CharmConfig
-from aitenant_charm.flags import ControllerInputs, GatewayFacts, infra_namespace_of, resolve_gateway
+from aitenant_charm.flags import GatewayFacts, infra_namespace_of, resolve_gateway
 from aitenant_charm.webhook_trust import PEERS_RELATION, WebhookTLS
 from aitenant_charm.workload import CONTAINER, HEALTH_PORT, METRICS_PORT
 from charms.aitenant_k8s.v0.maas_api import MaasApiRequirer
@@ -228,15 +226,16 @@ class AITenantCharm(ops.CharmBase):
             raise _Stop(f"container {CONTAINER} not reachable yet")
         tls = self._webhook_tls()
         if tls is not None:
-            changed = workload.write_webhook_files(
-                container, cert_pem=tls.cert_pem, key_pem=tls.key_pem
+            webhook_trust.publish_and_settle(
+                self._kube,
+                self.model,
+                tls,
+                files_changed=workload.write_webhook_files(
+                    container, cert_pem=tls.cert_pem, key_pem=tls.key_pem
+                ),
+                running=pebble_layer.service_status(container) == "active",
+                overlapping=self._overlapping,
             )
-            running = pebble_layer.service_status(container) == "active"
-            if (changed or self._overlapping) and running:
-                webhook_trust.wait_for_own_webhook(tls)
-            webhook_trust.publish_serving(self.model, tls)
-            if self._overlapping:
-                webhook_trust.settle_webhook_trust(self._kube, self.model, tls)
         ca = internal_ca.internal_ca(self.model)
         if ca is not None:
             workload.write_ca_files(container, ca)
@@ -244,7 +243,11 @@ class AITenantCharm(ops.CharmBase):
     def _reconcile_pebble(self) -> None:
         container = self.unit.get_container(CONTAINER)
         layer = self._construct_layer(container)
-        if layer is None or self._webhook_tls() is None or self._internal_ca() is None:
+        if (
+            layer is None
+            or self._webhook_tls() is None
+            or internal_ca.internal_ca(self.model) is None
+        ):
             raise _Stop("controller inputs incomplete; service not planned")
         pebble_layer.replan(container, layer, health_port=HEALTH_PORT)
 
@@ -331,7 +334,7 @@ class AITenantCharm(ops.CharmBase):
             )
             or status.of_maas_api(self.maas_api, relation=MAAS_API_RELATION)
             or status.of_certificates(
-                has_ca=self._internal_ca() is not None,
+                has_ca=internal_ca.internal_ca(self.model) is not None,
                 webhook_tls=self._webhook_tls,
                 certificates_relation=certificates,
             )
@@ -342,7 +345,8 @@ class AITenantCharm(ops.CharmBase):
         if found is not None:
             return found
         leader = self.unit.is_leader()
-        return status.active(leader=leader, tenants=self._count_tenants() if leader else None)
+        tenants = count_tenants(self._kube) if leader else None
+        return status.active(leader=leader, tenants=tenants)
 
     # --- Reads (no writes) ----------------------------------------------------------------
 
@@ -365,39 +369,20 @@ class AITenantCharm(ops.CharmBase):
             self._facts = read_cluster_facts(self._kube, ours=ours)
         return self._facts
 
-    def _count_tenants(self) -> int | None:
-        """AITenants in the cluster, for the status line; None when the API will not say."""
-        try:
-            return lightkube_private.count_objects(self._kube, cluster.AITENANT)
-        except (ApiError, httpx2.HTTPError, OSError, ValueError) as exc:
-            logger.debug("could not count AITenants: %s", exc)
-            return None
-
-    def _internal_ca(self) -> pki.KeyPair | None:
-        return internal_ca.internal_ca(self.model)
-
     def _certificates_related(self) -> bool:
         return self.model.get_relation(CERTIFICATES_RELATION) is not None
 
     def _webhook_tls(self) -> WebhookTLS | None:
-        """The webhook certificate: from `certificates` when related, else the fallback."""
-        if self._certificates_related():
-            provided, key = self.certificates.get_assigned_certificate(self._cert_request)
-            if provided is None or key is None:
-                return None
-            leaf, ca = str(provided.certificate), str(provided.ca)
-            intermediates = [str(c) for c in provided.chain if str(c) not in (leaf, ca)]
-            return WebhookTLS(
-                cert_pem=webhook_trust.join_pem([leaf, *intermediates]),
-                key_pem=str(key),
-                ca_bundle_pem=webhook_trust.join_pem([ca]),
-            )
-        now = datetime.datetime.now(datetime.UTC)
-        fallback = internal_ca.fallback_webhook_cert(self.model, now=now)
-        if fallback is None:
+        return webhook_trust.webhook_tls(
+            self.model, self.certificates, self._cert_request, relation=CERTIFICATES_RELATION
+        )
+
+    def _valid_config(self) -> CharmConfig | None:
+        """The config, or None while it is invalid (collect-status says why)."""
+        try:
+            return self.load_config(CharmConfig)
+        except ValidationError:
             return None
-        cert, key, bundle = fallback
-        return WebhookTLS(cert_pem=cert, key_pem=key, ca_bundle_pem=bundle)
 
     def _gateway_facts(self) -> GatewayFacts | None:
         metadata = self.gateway.get_metadata()
@@ -407,33 +392,18 @@ class AITenantCharm(ops.CharmBase):
 
     def _infra_namespace(self) -> str | None:
         """Where the tenant platform runs; None while the config is invalid."""
-        try:
-            config = self.load_config(CharmConfig)
-        except ValidationError:
+        config = self._valid_config()
+        if config is None:
             return None
         return infra_namespace_of(config, self.maas_api.get_data()) or self.model.name
 
-    def _controller_inputs(self) -> ControllerInputs | None:
-        """All inputs of the command line, or None while any of them is missing or invalid."""
-        try:
-            config = self.load_config(CharmConfig)
-        except ValidationError:
-            return None
-        gateway, _ = resolve_gateway(config, self._gateway_facts())
-        maas_api = self.maas_api.get_data()
-        if gateway is None or maas_api is None:
-            return None
-        return ControllerInputs(
-            config=config,
-            gateway=gateway,
-            maas_api=maas_api,
-            paths=workload.PATHS,
-            ports=workload.PORTS,
-        )
-
     def _construct_layer(self, container: ops.Container) -> ops.pebble.Layer | None:
         """The layer the charm would plan now; None while its inputs are missing."""
-        inputs = self._controller_inputs()
+        config = self._valid_config()
+        if config is None:
+            return None
+        maas_api = self.maas_api.get_data()
+        inputs = workload.controller_inputs(config, self._gateway_facts(), maas_api)
         if inputs is None:
             return None
         targets = cos.log_targets_of(

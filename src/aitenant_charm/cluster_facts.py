@@ -8,6 +8,7 @@ the same process.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 import httpx2
@@ -16,8 +17,10 @@ from lightkube.core.exceptions import ApiError, ConfigError
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 
 from aitenant import kubernetes_version
-from aitenant_charm import lightkube_private
+from aitenant_charm import cluster, lightkube_private
 from aitenant_charm.one_per_cluster import OtherDeployment, other_deployment
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -70,3 +73,13 @@ def probe_api(kube: Client) -> ApiAccess:
     except (ConfigError, httpx2.HTTPError, OSError) as exc:
         return ApiAccess(trusted=False, error=str(exc) or type(exc).__name__)
     return ApiAccess(trusted=True)
+
+
+def count_tenants(kube: Client) -> int | None:
+    """AITenants in the cluster, for the status line (one single-item list, never a page
+    through them all); None when the API will not say."""
+    try:
+        return lightkube_private.count_objects(kube, cluster.AITENANT)
+    except (ApiError, httpx2.HTTPError, OSError, ValueError) as exc:
+        logger.debug("could not count AITenants: %s", exc)
+        return None

@@ -22,11 +22,15 @@ from dataclasses import dataclass
 from typing import Final
 
 import ops
+from charmlibs.interfaces.tls_certificates import (
+    CertificateRequestAttributes,
+    TLSCertificatesRequiresV4,
+)
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
-from aitenant_charm import cluster, pki
+from aitenant_charm import cluster, internal_ca, pki
 from aitenant_charm.databag import update_databag
 from aitenant_charm.workload import WEBHOOK_PORT
 
@@ -53,6 +57,35 @@ class WebhookTLS:
 def join_pem(pems: list[str]) -> str:
     """Concatenate PEM blocks, one newline after each, skipping empty ones."""
     return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
+
+
+def webhook_tls(
+    model: ops.Model,
+    certificates: TLSCertificatesRequiresV4,
+    request: CertificateRequestAttributes,
+    *,
+    relation: str,
+) -> WebhookTLS | None:
+    """The webhook certificate: the one ``certificates`` was assigned for ``request`` while
+    the unit has the ``relation``, else the fallback the internal CA issued; None until the
+    provider (or the leader) issued it."""
+    if model.get_relation(relation) is not None:
+        provided, key = certificates.get_assigned_certificate(request)
+        if provided is None or key is None:
+            return None
+        leaf, ca = str(provided.certificate), str(provided.ca)
+        intermediates = [str(c) for c in provided.chain if str(c) not in (leaf, ca)]
+        return WebhookTLS(
+            cert_pem=join_pem([leaf, *intermediates]),
+            key_pem=str(key),
+            ca_bundle_pem=join_pem([ca]),
+        )
+    now = datetime.datetime.now(datetime.UTC)
+    fallback = internal_ca.fallback_webhook_cert(model, now=now)
+    if fallback is None:
+        return None
+    cert, key, bundle = fallback
+    return WebhookTLS(cert_pem=cert, key_pem=key, ca_bundle_pem=bundle)
 
 
 def keep_webhook_configuration(kube: Client, model: ops.Model, tls: WebhookTLS) -> bool:
@@ -98,6 +131,26 @@ def published_ca_bundle(kube: Client, model: ops.Model) -> str:
         if webhook.clientConfig.caBundle:
             return base64.b64decode(webhook.clientConfig.caBundle).decode()
     return ""
+
+
+def publish_and_settle(
+    kube: Client,
+    model: ops.Model,
+    tls: WebhookTLS,
+    *,
+    files_changed: bool,
+    running: bool,
+    overlapping: bool,
+) -> None:
+    """After the certificate files were written: when they changed, or caBundle still trusts
+    an old CA (``overlapping``, leader), wait (bounded) for the running controller to serve
+    them; publish what it serves on the peer relation; then, while overlapping, drop the old
+    CA once every unit serves the new certificate."""
+    if (files_changed or overlapping) and running:
+        wait_for_own_webhook(tls)
+    publish_serving(model, tls)
+    if overlapping:
+        settle_webhook_trust(kube, model, tls)
 
 
 def settle_webhook_trust(kube: Client, model: ops.Model, tls: WebhookTLS) -> None:

@@ -13,7 +13,15 @@ import ops
 
 from aitenant import contract
 from aitenant_charm import pki
-from aitenant_charm.flags import Ports, WorkloadPaths
+from aitenant_charm.config import CharmConfig
+from aitenant_charm.flags import (
+    ControllerInputs,
+    GatewayFacts,
+    Ports,
+    WorkloadPaths,
+    resolve_gateway,
+)
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
 # Workload container and its Pebble service; the container name is in metadata.yaml.
 CONTAINER: Final = "aitenant-controller"
@@ -39,6 +47,20 @@ PATHS: Final = WorkloadPaths(
 )
 # rockcraft's `_daemon_` user: the controller image runs as it, and owns its key files.
 WORKLOAD_UID: Final = 584792
+
+
+def controller_inputs(
+    config: CharmConfig, gateway: GatewayFacts | None, maas_api: MaasApiAppData | None
+) -> ControllerInputs | None:
+    """All inputs of the controller's command line, with this container's files and ports;
+    None while the gateway (config, else the `gateway` relation's ``gateway``) or the
+    `maas-api` relation's data is missing."""
+    resolved, _ = resolve_gateway(config, gateway)
+    if resolved is None or maas_api is None:
+        return None
+    return ControllerInputs(
+        config=config, gateway=resolved, maas_api=maas_api, paths=PATHS, ports=PORTS
+    )
 
 
 def write_webhook_files(container: ops.Container, *, cert_pem: str, key_pem: str) -> bool:
