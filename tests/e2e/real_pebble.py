@@ -114,10 +114,19 @@ def _namespace_script(stashes: Path, expose: list[Path], etc_aitenant: Path) -> 
 class RealPebble:
     """One workload container's Pebble: ``start()``, ``client``, ``controller_pid()``."""
 
-    def __init__(self, workdir: Path, *, kubeconfig: Path | None, name: str = "unit-0") -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        kubeconfig: Path | None,
+        name: str = "unit-0",
+        netns: Path | None = None,
+    ) -> None:
         """``kubeconfig``: what the controller authenticates with (None: a missing file, so
-        every start of the controller fails)."""
+        every start of the controller fails). ``netns``: the network namespace Pebble and the
+        controller run in (a pod's, e.g. ``/run/netns/<name>``); None: this machine's."""
         self.binary = pebble_binary()
+        self.netns = netns
         self.workdir = workdir / name
         self.workdir.mkdir(parents=True)
         # The workload user reads its kubeconfig from here.
@@ -154,9 +163,11 @@ class RealPebble:
             "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin",
             "KUBECONFIG": str(self.kubeconfig),
         }
+        enter_pod = ["nsenter", f"--net={self.netns}"] if self.netns is not None else []
         with self.log.open("ab") as log:
             self._proc = subprocess.Popen(
                 [
+                    *enter_pod,
                     "unshare",
                     "--mount",
                     "sh",
@@ -225,9 +236,9 @@ class RealPebble:
 
 @contextlib.contextmanager
 def real_pebble(
-    workdir: Path, *, kubeconfig: Path | None, name: str = "unit-0"
+    workdir: Path, *, kubeconfig: Path | None, name: str = "unit-0", netns: Path | None = None
 ) -> Iterator[RealPebble]:
-    pebble = RealPebble(workdir, kubeconfig=kubeconfig, name=name)
+    pebble = RealPebble(workdir, kubeconfig=kubeconfig, name=name, netns=netns)
     pebble.start()
     try:
         yield pebble
