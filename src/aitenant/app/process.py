@@ -39,6 +39,15 @@ async def check_server_version(client: AsyncClient) -> None:
         raise UnsupportedServer(problem)
 
 
+def leaves(group: BaseExceptionGroup[BaseException]) -> list[BaseException]:
+    """The failures inside ``group``, however deeply task groups nested them (a port already
+    in use must be logged as that, not as "unhandled errors in a TaskGroup")."""
+    found: list[BaseException] = []
+    for exc in group.exceptions:
+        found.extend(leaves(exc) if isinstance(exc, BaseExceptionGroup) else [exc])
+    return found
+
+
 async def run(settings: Settings) -> int:
     metrics = Metrics()
     client = make_client(settings, metrics)
@@ -63,7 +72,7 @@ async def run(settings: Settings) -> int:
     try:
         await app.manager.run()
     except* Exception as group:
-        failures.extend(group.exceptions)
+        failures.extend(leaves(group))
     finally:
         await client.close()
     for exc in failures:
