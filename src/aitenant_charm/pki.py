@@ -23,15 +23,15 @@ from cryptography import x509
 from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import NameOID
+
+from aitenant.certificates import BACKDATE, sign_server_certificate
 
 CA_VALIDITY = datetime.timedelta(days=365)
 SERVER_VALIDITY = datetime.timedelta(days=90)
 # Renew with a third of the lifetime left: about four months for the CA, a month for the
 # webhook certificate, so a missed update-status or two never lets one expire.
 RENEW_WHEN_REMAINING = 1 / 3
-# Tolerate clock skew between the charm and the API server when a certificate starts.
-_BACKDATE = datetime.timedelta(minutes=5)
 _KEY_SIZE = 2048
 
 # Keys of the Juju secrets holding the CA and the fallback webhook certificate.
@@ -84,7 +84,7 @@ def generate_ca(
         .issuer_name(name)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
+        .not_valid_before(now - BACKDATE)
         .not_valid_after(now + validity)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
@@ -115,48 +115,18 @@ def issue_server_certificate(
     validity: datetime.timedelta = SERVER_VALIDITY,
 ) -> KeyPair:
     """A TLS server certificate for ``dns_names`` (the first is the CN), signed by ``ca``."""
-    if not dns_names:
-        raise ValueError("a server certificate needs at least one DNS name")
     ca_cert = load_certificate(ca.cert_pem)
     ca_key = serialization.load_pem_private_key(ca.key_pem.encode(), password=None)
     if not isinstance(ca_key, rsa.RSAPrivateKey):
         raise ValueError("the internal CA key must be an RSA key")
     key = _new_key()
-    common_name = dns_names[0] if len(dns_names[0]) <= 64 else dns_names[0][:64]
-    not_after = min(now + validity, ca_cert.not_valid_after_utc)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - _BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=True,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(name) for name in dns_names]),
-            critical=False,
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
+    cert = sign_server_certificate(
+        key.public_key(),
+        names=dns_names,
+        ca_cert=ca_cert,
+        ca_key=ca_key,
+        now=now,
+        validity=validity,
     )
     return KeyPair(_cert_pem(cert), _key_pem(key))
 

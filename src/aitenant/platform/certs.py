@@ -28,16 +28,15 @@ from typing import Any
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
-from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from aitenant.certificates import sign_server_certificate
 
 log = logging.getLogger(__name__)
 
 VALIDITY = dt.timedelta(days=90)
 RENEW_WHEN_REMAINING = 1 / 3
-# Tolerate clock skew between the controller and whoever checks the certificate.
-BACKDATE = dt.timedelta(minutes=5)
 
 TLS_CERT_KEY = "tls.crt"
 TLS_KEY_KEY = "tls.key"
@@ -175,40 +174,9 @@ def issue(
     ca_cert = ca.cert
     ca_key = ca.signing_key()
     key = ec.generate_private_key(ec.SECP256R1())  # fast to make, one per tenant
-    not_after = min(now + validity, ca_cert.not_valid_after_utc)
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, names[0][:64])]))
-        .issuer_name(ca_cert.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - BACKDATE)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName(n) for n in names]), critical=False
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
-            critical=False,
-        )
+    cert = sign_server_certificate(
+        key.public_key(), names=names, ca_cert=ca_cert, ca_key=ca_key, now=now, validity=validity
     )
-    cert = builder.sign(ca_key, hashes.SHA256())
     key_pem = key.private_bytes(
         serialization.Encoding.PEM,
         serialization.PrivateFormat.PKCS8,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 SRC = Path(__file__).parents[3] / "src"
 PACKAGE = SRC / "aitenant_charm"
-ALLOWED = {"aitenant", "aitenant.manifests", "aitenant.contract",
+ALLOWED = {"aitenant", "aitenant.manifests", "aitenant.contract", "aitenant.certificates",
            "aitenant.kubernetes_version", "aitenant.settings", "aitenant.webhook",
            "aitenant.webhook.config"}  # fmt: skip
 
