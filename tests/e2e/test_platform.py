@@ -55,6 +55,8 @@ SCOPES: list[tuple[kinds.Kind, str | None]] = [
     (kinds.SERVICE, INFRA_NS),
     (kinds.NETWORK_POLICY, INFRA_NS),
     (kinds.HTTP_ROUTE, INFRA_NS),
+    (kinds.CONFIG_MAP, INFRA_NS),
+    (kinds.BACKEND_TLS_POLICY, INFRA_NS),
     (kinds.AUTH_POLICY, INFRA_NS),
     (kinds.CRONJOB, INFRA_NS),
     (kinds.TOKEN_RATE_LIMIT_POLICY, GATEWAY_NS),
@@ -116,6 +118,9 @@ def expected_platform(tenant: str) -> set[tuple[str, str, str]]:
         ("NetworkPolicy", INFRA_NS, f"maas-api-{tenant}"),
         ("NetworkPolicy", INFRA_NS, f"maas-api-key-cleanup-{tenant}"),
         ("HTTPRoute", INFRA_NS, f"maas-api-route-{tenant}"),
+        # The e2e cluster serves BackendTLSPolicy (Gateway API's standard CRDs).
+        ("ConfigMap", INFRA_NS, f"maas-api-{tenant}-backend-ca"),
+        ("BackendTLSPolicy", INFRA_NS, f"maas-api-{tenant}"),
         ("CronJob", INFRA_NS, f"maas-api-key-cleanup-{tenant}"),
         ("TokenRateLimitPolicy", GATEWAY_NS, f"gateway-default-deny-{tenant}"),
         ("AuthPolicy", GATEWAY_NS, f"{tenant}-maas-auth"),
@@ -166,6 +171,18 @@ async def test_platform_is_rendered_and_the_config_reports_ready(
         f"maas-api-{name}.{INFRA_NS}.svc",
         f"maas-api-{name}.{INFRA_NS}.svc.cluster.local",
     ]
+    # The Gateway originates TLS to that Service, checking that name against that CA.
+    policy = await get(kube, kinds.BACKEND_TLS_POLICY, f"maas-api-{name}", INFRA_NS)
+    assert policy["spec"]["targetRefs"] == [
+        {"group": "", "kind": "Service", "name": f"maas-api-{name}"}
+    ]
+    validation = policy["spec"]["validation"]
+    assert validation["hostname"] in san.get_values_for_type(x509.DNSName)
+    assert validation["caCertificateRefs"] == [
+        {"group": "", "kind": "ConfigMap", "name": f"maas-api-{name}-backend-ca"}
+    ]
+    bundle = await get(kube, kinds.CONFIG_MAP, f"maas-api-{name}-backend-ca", INFRA_NS)
+    assert bundle["data"] == {"ca.crt": maas_api.ca_file.read_text()}
 
     config = await get_config(kube, name)
     assert contract.TENANT_CONFIG_FINALIZER in config["metadata"]["finalizers"]

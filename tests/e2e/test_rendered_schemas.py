@@ -44,6 +44,7 @@ def base_context(tenant: str) -> PlatformContext:
         cleanup_image="docker.io/curlimages/curl:8.11.1",
         replicas=1,
         serving_cert=serving,
+        backend_ca_pem=ca.cert_pem,  # the e2e cluster serves BackendTLSPolicy: render it
     )
 
 
@@ -85,7 +86,14 @@ async def test_every_rendered_object_passes_strict_validation(
     ctx = dataclasses.replace(base_context(tenant), **VARIANTS[variant])
     await samples.ensure_namespace(kube, ctx.tenant_namespace)
     manifests = render(ctx)
-    assert {m.kind.kind for m in manifests} >= {"Deployment", "HTTPRoute", "CronJob", "AuthPolicy"}
+    assert {m.kind.kind for m in manifests} >= {
+        "Deployment",
+        "HTTPRoute",
+        "CronJob",
+        "AuthPolicy",
+        "BackendTLSPolicy",
+        "ConfigMap",
+    }
     refused = {}
     for manifest in manifests:
         code, text = await strict_dry_run(kube, manifest)

@@ -32,7 +32,7 @@ ALLOWED_WRITES = {
     ("maas.opendatahub.io", "maassubscriptions"),  # tenant cleanup (config finalizer)
     ("maas.opendatahub.io", "maasauthpolicies"),  # tenant cleanup (config finalizer)
     ("", "namespaces"),  # tenant namespace create/adopt/release, infra labels
-    ("", "configmaps"),  # gateway claims
+    ("", "configmaps"),  # gateway claims; the BackendTLSPolicy's CA (infra namespace)
     ("", "events"),
     ("", "secrets"),  # maas-api serving certificates
     ("", "serviceaccounts"),
@@ -43,6 +43,7 @@ ALLOWED_WRITES = {
     ("rbac.authorization.k8s.io", "roles"),
     ("rbac.authorization.k8s.io", "clusterrolebindings"),
     ("gateway.networking.k8s.io", "httproutes"),
+    ("gateway.networking.k8s.io", "backendtlspolicies"),
     ("kuadrant.io", "authpolicies"),
     ("kuadrant.io", "tokenratelimitpolicies"),
     ("extensions.kuadrant.io", "telemetrypolicies"),

@@ -115,7 +115,7 @@ class PlatformCache:
         value = tenant_index_value(tenant_namespace, tenant)
         for (kind, _), informer in self._informers.items():
             if not informer.synced.is_set():
-                if kind in (kinds.TELEMETRY_POLICY,):
+                if kind in kinds.OPTIONAL:
                     continue  # an optional CRD that may never be installed
                 return None
             found.extend(

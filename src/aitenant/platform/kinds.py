@@ -63,6 +63,7 @@ def _resource_class(kind: Kind) -> Any:
 SERVICE_ACCOUNT = Kind("v1", "ServiceAccount", "serviceaccounts")
 SERVICE = Kind("v1", "Service", "services")
 SECRET = Kind("v1", "Secret", "secrets")
+CONFIG_MAP = Kind("v1", "ConfigMap", "configmaps")
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
 CLUSTER_ROLE_BINDING = Kind(
@@ -75,6 +76,8 @@ TOKEN_RATE_LIMIT_POLICY = Kind(
     "kuadrant.io/v1alpha1", "TokenRateLimitPolicy", "tokenratelimitpolicies"
 )
 TELEMETRY_POLICY = Kind("extensions.kuadrant.io/v1alpha1", "TelemetryPolicy", "telemetrypolicies")
+# Gateway API v1.5.1's standard channel serves it as v1 only (its v1alpha3 is not served).
+BACKEND_TLS_POLICY = Kind("gateway.networking.k8s.io/v1", "BackendTLSPolicy", "backendtlspolicies")
 
 ALL = (
     SERVICE_ACCOUNT,
@@ -88,7 +91,12 @@ ALL = (
     AUTH_POLICY,
     TOKEN_RATE_LIMIT_POLICY,
     TELEMETRY_POLICY,
+    CONFIG_MAP,
+    BACKEND_TLS_POLICY,
 )
+# Kinds whose CRD a cluster may lack for good: rendered only when served, so an informer on one
+# that never syncs must not hold up what is found by the tracking labels.
+OPTIONAL = frozenset({TELEMETRY_POLICY, BACKEND_TLS_POLICY})
 # Where a kind lives: its namespace, or None for a cluster-scoped kind.
 Scope = tuple[Kind, str | None]
 
@@ -104,6 +112,8 @@ def platform_scopes(infra_namespace: str, gateway_namespace: str) -> list[Scope]
         (NETWORK_POLICY, infra_namespace),
         (CRONJOB, infra_namespace),
         (HTTP_ROUTE, infra_namespace),
+        (CONFIG_MAP, infra_namespace),
+        (BACKEND_TLS_POLICY, infra_namespace),
         (AUTH_POLICY, infra_namespace),  # none rendered: route-level ones of older versions
         (TOKEN_RATE_LIMIT_POLICY, gateway_namespace),
         (AUTH_POLICY, gateway_namespace),

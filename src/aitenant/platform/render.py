@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Final
 import yaml
 
 from aitenant import contract, naming
-from aitenant.platform import kinds
+from aitenant.platform import certs, kinds
 from aitenant.platform.certs import ServingCert
 
 if TYPE_CHECKING:
@@ -105,6 +105,9 @@ class PlatformContext:
     serving_cert: ServingCert
     max_expiration_days: int = DEFAULT_MAX_EXPIRATION_DAYS
     telemetry: Telemetry | None = None  # None: no TelemetryPolicy
+    # The CA (PEM) the Gateway trusts for TLS to maas-api, the one that signs its serving
+    # certificate; None: no BackendTLSPolicy (the API server does not serve the kind).
+    backend_ca_pem: str | None = None
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
 
     @property
@@ -120,6 +123,7 @@ class PlatformNames:
     cleanup: str
     rate_limit: str
     telemetry: str
+    backend_ca: str  # the ConfigMap of the BackendTLSPolicy (named like the Service)
     gateway_auth: str | None  # None: the tenant must not touch the Gateway's AuthPolicy
 
 
@@ -141,6 +145,7 @@ def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> Plat
         ),
         rate_limit=f"gateway-default-deny{suffix}",
         telemetry=f"maas-telemetry{suffix}",
+        backend_ca=f"maas-api{suffix}-backend-ca",
         gateway_auth=gateway_auth,
     )
 
@@ -292,6 +297,8 @@ TEMPLATE_FILES: Final = (
     ("networkpolicy-cleanup.yaml.j2", False),
     ("clusterrolebinding.yaml.j2", False),
     ("httproute.yaml.j2", False),
+    ("backend-ca-configmap.yaml.j2", False),
+    ("backendtlspolicy.yaml.j2", False),
     ("cronjob.yaml.j2", False),
     ("tokenratelimitpolicy.yaml.j2", False),
     ("gateway-authpolicy.yaml.j2", True),
@@ -325,6 +332,9 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "api_prefix": API_PREFIX,
         "gateway_prefixes": (API_PREFIX, *ROUTE_PREFIXES),
         "cluster_role": SHARED_CLUSTER_ROLE,
+        # The serving certificate's first name (platform/certs.py): what the Gateway checks.
+        "backend_hostname": certs.dns_names(names.api, infra)[0],
+        "ca_key": certs.CA_CERT_KEY,
         "internal_url": f"https://{names.api}.{infra}.svc.cluster.local:{MAAS_API_PORT}",
         "cleanup_url": (
             f"https://{names.api}.{infra}.svc:{MAAS_API_PORT}/internal/v1/api-keys/cleanup"

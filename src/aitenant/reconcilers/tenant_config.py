@@ -18,6 +18,7 @@ A live config in scope, in order (each failure sets Ready=False with the reason 
    ``check_inputs``            the CA files (docs/differences.md D9)      [MissingInput]
                                served APIs, the DB Secret and its key     [DependencyMissing]
 5. ``serving_cert``            keep the tenant's certificate or issue a new one
+   ``backend_ca``              the CA for the BackendTLSPolicy, where that kind is served
 6. render, apply, prune        Jinja2 templates → server-side apply;      [RenderFailed,
                                delete what is no longer rendered           ApplyFailed]
 7. readiness                   Deployment maas-api[-t] Available at its   [MaaSAPINotAvailable]
@@ -251,6 +252,7 @@ class TenantConfigReconciler:
         infra = self.settings.effective_infra_namespace
         cert_secret = await self.cache.read(kinds.SECRET, infra, names.serving_cert)
         serving = self.serving_cert(cert_secret, names.api)
+        backend_ca = await self.backend_ca(serving)
         ctx = PlatformContext(
             tenant=tenant.name,
             tenant_namespace=tenant.namespace,
@@ -266,6 +268,7 @@ class TenantConfigReconciler:
             serving_cert=serving,
             max_expiration_days=max_expiration_days(config),
             telemetry=telemetry,
+            backend_ca_pem=backend_ca,
             authorino_namespaces=self.settings.authorino_namespaces,
         )
         if telemetry is not None and telemetry.user:
@@ -364,6 +367,17 @@ class TenantConfigReconciler:
             # Opted out: render what is there, so nothing else churns on its account.
             return current or certs.ServingCert("", "", "")
         return self.certs.for_service(current, service)
+
+    async def backend_ca(self, serving: certs.ServingCert) -> str | None:
+        """Step 5b: the CA the Gateway is to trust for TLS to maas-api, or None where
+        BackendTLSPolicy is not served. That is the ``ca.crt`` of the certificate maas-api
+        serves: the charm's CA, unless the serving Secret is opted out and names another (one
+        that names none falls back to the charm's). Not a dependency: without the kind the
+        config is still Ready, and such a Gateway needs TLS to maas-api set up its own way
+        (docs/platform.md §11)."""
+        if not await self.discovery.serves(kinds.BACKEND_TLS_POLICY):
+            return None
+        return serving.ca_pem or self.ca.load().cert_pem
 
     def render(self, ctx: PlatformContext) -> list[Manifest]:
         """Step 6a: the tenant's platform from the templates → RenderFailed."""

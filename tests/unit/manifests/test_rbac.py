@@ -55,8 +55,12 @@ def test_cluster_role_keeps_no_namespaced_platform_rights() -> None:
         ("networking.k8s.io", "networkpolicies"),
         ("batch", "cronjobs"),
         ("gateway.networking.k8s.io", "httproutes"),
+        ("gateway.networking.k8s.io", "backendtlspolicies"),
     ]:
         assert _rules_for(doc, group, resource) == [], f"{resource} in the ClusterRole"
+    # Claim ConfigMaps are created and updated, never applied: the BackendTLSPolicy's CA
+    # ConfigMap is applied (patch) only in the infra namespace.
+    assert all("patch" not in r["verbs"] for r in _rules_for(doc, "", "configmaps"))
 
 
 def test_config_writes_are_limited_to_default_except_create() -> None:
@@ -109,6 +113,14 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         "patch",
         "delete",
     ]
+    # The BackendTLSPolicy and its CA ConfigMap, like every platform object.
+    for group, resource in [
+        ("gateway.networking.k8s.io", "backendtlspolicies"),
+        ("", "configmaps"),
+    ]:
+        assert [r["verbs"] for r in _rules_for(platform, group, resource)] == [
+            ["get", "list", "watch", "create", "patch", "delete"]
+        ], resource
     for binding, role in ((lease_binding, lease), (platform_binding, platform)):
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",

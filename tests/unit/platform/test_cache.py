@@ -100,3 +100,19 @@ def test_only_the_gateway_namespace_auth_policies_answer_for_unlabelled_objects(
     assert platform.get(kinds.AUTH_POLICY, INFRA, "red-maas-auth") is None
     # An unlabelled object belongs to no tenant.
     assert platform.tracked("ai-tenant-red", "red") == []
+
+
+def test_an_optional_kind_never_served_does_not_hold_up_the_tracked_objects() -> None:
+    platform = cache()
+    fill(platform, {(kinds.CONFIG_MAP, INFRA): [labelled("maas-api-red-backend-ca", "red")]})
+    for (kind, _), informer in platform._informers.items():  # pyright: ignore[reportPrivateUsage]
+        if kind in kinds.OPTIONAL:  # their CRDs are not installed: those never sync
+            informer.synced.clear()
+    tracked = platform.tracked("ai-tenant-red", "red")
+    assert tracked is not None
+    assert [(k.kind, o["metadata"]["name"]) for k, o in tracked] == [
+        ("ConfigMap", "maas-api-red-backend-ca")
+    ]
+    # Built-in kinds have no such excuse.
+    platform._informers[(kinds.CONFIG_MAP, INFRA)].synced.clear()  # pyright: ignore[reportPrivateUsage]
+    assert platform.tracked("ai-tenant-red", "red") is None

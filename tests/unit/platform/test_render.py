@@ -3,10 +3,12 @@ cluster."""
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
 import pytest
+from cryptography import x509
 
 from aitenant.platform import render as render_module
 from aitenant.platform.render import (
@@ -105,6 +107,7 @@ def test_every_object_carries_the_common_and_tracking_labels(
     make_ctx: MakeContext, default: bool
 ) -> None:
     ctx = default_tenant(make_ctx) if default else make_ctx()
+    ctx = dataclasses.replace(ctx, backend_ca_pem="CA")  # the optional objects too
     for manifest in render(ctx):
         labels = manifest.obj["metadata"]["labels"]
         assert labels["app.kubernetes.io/part-of"] == "models-as-a-service", manifest
@@ -255,7 +258,12 @@ def test_cronjob(make_ctx: MakeContext) -> None:
 def test_forty_one_character_tenant_fits_every_limit(make_ctx: MakeContext) -> None:
     tenant = "a" * 20 + "-" + "b" * 20
     assert len(tenant) == 41
-    ctx = make_ctx(tenant=tenant, tenant_namespace=f"ai-tenant-{tenant}", gateway_name="gw")
+    ctx = make_ctx(
+        tenant=tenant,
+        tenant_namespace=f"ai-tenant-{tenant}",
+        gateway_name="gw",
+        backend_ca_pem="CA",
+    )
     manifests = render(ctx)
     for manifest in manifests:
         limit = 52 if manifest.kind.kind == "CronJob" else 63
@@ -267,6 +275,7 @@ def test_forty_one_character_tenant_fits_every_limit(make_ctx: MakeContext) -> N
     assert len(cronjob.name) == 52
     names = {m.name for m in manifests}
     assert f"maas-api-{tenant}-serving-cert" in names  # exactly 63
+    assert f"maas-api-{tenant}-backend-ca" in names  # 61
 
 
 def test_cronjob_name_within_limit_is_not_hashed(make_ctx: MakeContext) -> None:
@@ -435,6 +444,59 @@ def test_telemetry_policy_only_with_telemetry(make_ctx: MakeContext) -> None:
     }
 
 
+def test_backend_tls_only_where_the_api_server_serves_it(make_ctx: MakeContext) -> None:
+    kinds_rendered = {m.kind.kind for m in render(make_ctx())}
+    assert not kinds_rendered & {"BackendTLSPolicy", "ConfigMap"}
+    ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
+    added = set(objects(make_ctx(backend_ca_pem=ca))) - set(objects(make_ctx()))
+    assert added == {
+        ("ConfigMap", "maas-api-red-team-backend-ca"),
+        ("BackendTLSPolicy", "maas-api-red-team"),
+    }
+
+
+@pytest.mark.parametrize("default", [False, True])
+def test_backend_tls_policy_checks_the_serving_certificate(
+    make_ctx: MakeContext, serving: Any, default: bool
+) -> None:
+    ctx = default_tenant(make_ctx) if default else make_ctx()
+    ctx = dataclasses.replace(ctx, backend_ca_pem=serving.ca_pem)
+    api = "maas-api" if default else "maas-api-red-team"
+    policy = one(ctx, "BackendTLSPolicy")
+    config_map = one(ctx, "ConfigMap")
+    assert policy["apiVersion"] == "gateway.networking.k8s.io/v1"
+    assert policy["metadata"]["name"] == api
+    assert policy["metadata"]["namespace"] == INFRA
+    # The Service the HTTPRoute sends to, as a whole (it has the one HTTPS port).
+    assert policy["spec"]["targetRefs"] == [{"group": "", "kind": "Service", "name": api}]
+    service = one(ctx, "Service")
+    assert service["metadata"]["name"] == api
+    assert [p["port"] for p in service["spec"]["ports"]] == [8443]
+    route = one(ctx, "HTTPRoute")
+    assert {b["name"] for r in route["spec"]["rules"] for b in r["backendRefs"]} == {api}
+    validation = policy["spec"]["validation"]
+    assert validation == {
+        "hostname": f"{api}.{INFRA}.svc",
+        "caCertificateRefs": [
+            {"group": "", "kind": "ConfigMap", "name": config_map["metadata"]["name"]}
+        ],
+    }
+    assert config_map["metadata"] == {
+        "name": f"{api}-backend-ca",
+        "namespace": INFRA,
+        "labels": config_map["metadata"]["labels"],
+    }
+    assert config_map["data"] == {"ca.crt": serving.ca_pem}
+    # The name the Gateway checks is one the certificate it will be shown carries, and the
+    # CA it trusts is the one that signed it.
+    if not default:
+        cert = x509.load_pem_x509_certificate(serving.cert_pem.encode())
+        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        assert validation["hostname"] in san.get_values_for_type(x509.DNSName)
+        ca = x509.load_pem_x509_certificate(config_map["data"]["ca.crt"].encode())
+        cert.verify_directly_issued_by(ca)
+
+
 @pytest.mark.parametrize(
     ("telemetry", "expected"),
     [
@@ -474,6 +536,7 @@ def test_a_repeated_render_is_kept_but_each_call_gets_its_own_objects(
         {"telemetry": Telemetry()},
         {"telemetry": Telemetry(organization=False, user=True, group=True, model_usage=False)},
         {"max_expiration_days": 7, "authorino_namespaces": ("kuadrant-system",)},
+        {"backend_ca_pem": "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"},
     ],
 )
 def test_filling_a_parsed_shape_gives_what_parsing_the_rendered_text_gives(

@@ -129,3 +129,29 @@ def test_a_first_rollout_holds_the_waiting_status_for_its_window_only() -> None:
     assert rollouts.seconds_left(blue, wrote_platform=True) == 2.0
     rollouts.end(blue)  # Available, or the config is gone
     assert rollouts.seconds_left(blue, wrote_platform=False) is None
+
+
+@pytest.mark.parametrize("served", [True, False])
+async def test_backend_tls_follows_what_the_api_server_serves(tmp_path: Path, served: bool) -> None:
+    authority = trustme.CA()
+    cert_file, key_file = tmp_path / "ca.crt", tmp_path / "ca.key"
+    authority.cert_pem.write_to_path(str(cert_file))
+    authority.private_key_pem.write_to_path(str(key_file))
+    settings = Settings(
+        maas_api_ca_file=cert_file, maas_api_ca_key_file=key_file, infra_namespace="infra"
+    )
+    reconciler = make_reconciler(settings)
+    # An older Gateway API serves HTTPRoutes but no BackendTLSPolicy at v1.
+    resources = ["httproutes", *(["backendtlspolicies"] if served else [])]
+
+    async def fetch(path: str) -> Any:
+        assert path == "/apis/gateway.networking.k8s.io/v1"
+        return {"resources": [{"name": r} for r in resources]}
+
+    reconciler.discovery = ApiDiscovery(fetch)
+    charm_ca = authority.cert_pem.bytes().decode()
+    serving = reconciler.serving_cert(None, "maas-api-red")
+    assert await reconciler.backend_ca(serving) == (charm_ca if served else None)
+    # An opted-out serving Secret's own CA, when it names one, is the one that signed it.
+    other = certs.ServingCert("cert", "key", "other CA")
+    assert await reconciler.backend_ca(other) == ("other CA" if served else None)
