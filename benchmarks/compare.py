@@ -18,12 +18,11 @@ import json
 import os
 import subprocess
 import sys
-import sysconfig
 import tempfile
 import time
 from pathlib import Path
 
-from tests.harness.bench import CONTROLLER_SRC_ENV, FIGURES_ENV
+from tests.harness import bench
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -83,7 +82,11 @@ def benchmarks(args: argparse.Namespace) -> dict[str, list[str]]:
 
 
 def run_one(script: list[str], controller_src: Path, figures: Path, log: Path) -> None:
-    env = {**os.environ, CONTROLLER_SRC_ENV: str(controller_src), FIGURES_ENV: str(figures)}
+    env = {
+        **os.environ,
+        bench.CONTROLLER_SRC_ENV: str(controller_src),
+        bench.FIGURES_ENV: str(figures),
+    }
     started = time.monotonic()
     with log.open("w") as out:
         code = subprocess.run(
@@ -98,15 +101,6 @@ def run_one(script: list[str], controller_src: Path, figures: Path, log: Path) -
     for line in log.read_text().splitlines():
         if not line.startswith(("Traceback", "  File")):
             print(f"    {line}")
-
-
-def fmt(value: object) -> str:
-    if isinstance(value, float):
-        if abs(value) < 10:
-            return f"{value:.2f}"
-        # One decimal below 100, where a whole unit matters (e.g. requests per tenant).
-        return f"{value:.1f}" if abs(value) < 100 else f"{value:.0f}"
-    return "-" if value is None else str(value)
 
 
 def main() -> None:
@@ -146,14 +140,7 @@ def main() -> None:
         text=True,
     ).stdout.strip()
     sides = {"baseline": base / "src", "this": REPO / "src"}
-    # Both controllers start from bytecode, as from the image (rockcraft.yaml compiles it);
-    # otherwise a start would measure compiling, and only for a tree without __pycache__.
-    for tree in (*sides.values(), Path(sysconfig.get_paths()["purelib"])):
-        subprocess.run(
-            [sys.executable, "-m", "compileall", "-q", "-j0", str(tree)],
-            check=False,
-            capture_output=True,
-        )
+    bench.precompile(sides.values())  # both start from bytecode, as from the image
     selected = [name.strip() for name in args.only.split(",") if name.strip()]
     scripts = benchmarks(args)
     try:
@@ -179,7 +166,7 @@ def print_table(out: Path, rev: str) -> None:
     for key, label in LABELS:
         before, after = figures["baseline"].get(key), figures["this"].get(key)
         if before is not None or after is not None:
-            print(f"| {label} | {fmt(before)} | {fmt(after)} |")
+            print(f"| {label} | {bench.fmt(before)} | {bench.fmt(after)} |")
     print(f"\nlogs and figures: {out}")
 
 

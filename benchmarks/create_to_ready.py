@@ -25,17 +25,16 @@ import argparse
 import asyncio
 import contextlib
 import datetime as dt
-import json
 import os
 import re
 import statistics
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 from lightkube import AsyncClient, KubeConfig
+from tests.harness import audit as audit_log
 from tests.harness import bench, samples
 from tests.harness.chaos import ControllerProcess, controller_args, wait_all
 from tests.harness.cluster import LocalCluster, User, free_port
@@ -80,43 +79,6 @@ class Controller(ControllerProcess):
 def reconciles(metrics: dict[str, float]) -> int:
     """AITenant reconcile passes finished."""
     return bench.reconciles_by_controller(metrics)["aitenant"]
-
-
-class Audit:
-    """The controller's requests in the API server's audit log, by verb and resource."""
-
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.offset = 0
-
-    def take(self) -> Counter[str]:
-        """Requests since the last call."""
-        counts: Counter[str] = Counter()
-        with self.path.open() as log:
-            log.seek(self.offset)
-            for line in log:
-                if not line.endswith("\n"):
-                    break
-                self.offset += len(line.encode())
-                event = json.loads(line)
-                if event.get("stage") != "ResponseComplete":
-                    continue
-                if event.get("user", {}).get("username") != CONTROLLER_USER.name:
-                    continue
-                verb = event.get("verb", "?")
-                if verb == "watch":
-                    continue
-                ref = event.get("objectRef") or {}
-                # A request with no object (discovery, /version) is named by its path.
-                resource = ref.get("resource") or event.get("requestURI", "?").split("?")[0]
-                if ref.get("subresource"):
-                    resource += "/" + ref["subresource"]
-                counts[f"{verb} {resource}"] += 1
-        return counts
-
-
-def breakdown(counts: Counter[str], tenants: int) -> str:
-    return ", ".join(f"{k} {v / tenants:.2f}" for k, v in counts.most_common())
 
 
 def import_seconds(runs: int = 5) -> float:
@@ -175,7 +137,7 @@ async def run(sequential: int, burst: int) -> None:
     with LocalCluster(extra_users=[CONTROLLER_USER], audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
-        audit = Audit(cluster.audit_log)
+        audit = audit_log.Audit(cluster.audit_log, CONTROLLER_USER.name)
         await samples.install_crds(client)
         for ns in (GATEWAY_NS, INFRA_NS):
             await samples.ensure_namespace(client, ns)
@@ -204,7 +166,7 @@ async def run(sequential: int, burst: int) -> None:
                 ready_at = (await waiter)[name]
                 latencies.append(ready_at - started)
             latencies.sort()
-            p99 = latencies[min(len(latencies) - 1, int(len(latencies) * 0.99))]
+            p99 = bench.percentile(latencies, 0.99)
             print(
                 f"sequential: {sequential} tenants, create-to-Ready p50 "
                 f"{statistics.median(latencies) * 1000:.0f} ms, p99 {p99 * 1000:.0f} ms, "
@@ -243,7 +205,7 @@ async def run(sequential: int, burst: int) -> None:
             )
             await asyncio.sleep(2)  # the audit log is written asynchronously
             created = audit.take()
-            print(f"  by verb and resource (audit log): {breakdown(created, total)}")
+            print(f"  by verb and resource (audit log): {audit_log.breakdown(created, total)}")
             bench.record("requests_per_tenant", bench.requests(per_tenant))
             print(f"controller peak RSS after {total} tenants: {controller.peak_rss_mb():.0f} MB")
             bench.record("peak_rss_mb", controller.peak_rss_mb())
@@ -272,7 +234,7 @@ async def run(sequential: int, burst: int) -> None:
                 f"(lists and discovery included), {object_gets} GETs of single objects in all; "
                 f"peak RSS {controller.peak_rss_mb():.0f} MB"
             )
-            print(f"  by verb and resource (audit log): {breakdown(resync, total)}")
+            print(f"  by verb and resource (audit log): {audit_log.breakdown(resync, total)}")
             bench.record("resync_gets_per_tenant", verbs.get("GET", 0) / total)
             bench.record("resync_object_gets", object_gets)
             bench.record("resync_writes", writes)
@@ -310,7 +272,7 @@ async def run(sequential: int, burst: int) -> None:
 
 
 async def delete_all(
-    client: AsyncClient, controller: Controller, audit: Audit, names: set[str]
+    client: AsyncClient, controller: Controller, audit: audit_log.Audit, names: set[str]
 ) -> None:
     """Step 7: a controller that has settled every tenant sees them all deleted at once."""
     controller.start()
@@ -330,7 +292,7 @@ async def delete_all(
         f"API requests per tenant: {bench.verbs_line(per_tenant)}"
     )
     await asyncio.sleep(2)  # the audit log is written in batches
-    print(f"  by verb and resource (audit log): {breakdown(audit.take(), len(names))}")
+    print(f"  by verb and resource (audit log): {audit_log.breakdown(audit.take(), len(names))}")
     bench.record("delete_all_s", took)
     bench.record("deletion_requests_per_tenant", bench.requests(per_tenant))
     bench.record("deletion_gets_per_tenant", per_tenant.get("GET", 0))

@@ -20,7 +20,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any, NamedTuple, cast
+from typing import Any, cast
 
 import httpx
 import trustme
@@ -55,11 +55,6 @@ def bucket_quantile(
     return float("inf")
 
 
-def pct(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
-
-
 async def fire(url: str, ca: Path, total: int, concurrency: int) -> list[float]:
     ctx = ssl.create_default_context(cafile=str(ca))
     latencies: list[float] = []
@@ -89,39 +84,6 @@ async def create_tenants(client: AsyncClient, start: int, stop: int) -> None:
     await asyncio.gather(*(one(i) for i in range(start, stop)))
 
 
-class WebhookCalls(NamedTuple):
-    """The API server's histogram of its AITenant webhook calls: count, seconds in all, and how
-    many took at most 5 ms (its finest bucket)."""
-
-    calls: float
-    seconds: float
-    within_5ms: float
-
-    def __sub__(self, other: object) -> WebhookCalls:
-        assert isinstance(other, WebhookCalls)
-        return WebhookCalls(*(a - b for a, b in zip(self, other, strict=True)))
-
-
-def webhook_calls(kubeconfig: Path) -> WebhookCalls:
-    text = subprocess.run(
-        ["kubectl", "--kubeconfig", str(kubeconfig), "get", "--raw", "/metrics"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout
-    metric = "apiserver_admission_webhook_admission_duration_seconds"
-    values = {"_count": 0.0, "_sum": 0.0, "_bucket": 0.0}
-    for sample, value in bench.parse_metrics(text).items():
-        if not sample.startswith(metric) or f'name="{contract.WEBHOOK_NAME}"' not in sample:
-            continue
-        suffix = sample[len(metric) :].split("{", 1)[0]
-        if suffix == "_bucket" and 'le="0.005"' not in sample:
-            continue
-        if suffix in values:
-            values[suffix] += value
-    return WebhookCalls(values["_count"], values["_sum"], values["_bucket"])
-
-
 async def time_creates(client: AsyncClient, prefix: str, count: int) -> list[float]:
     """Seconds each of ``count`` sequential AITenant creates took through the API server."""
     timings = []
@@ -138,7 +100,7 @@ async def time_creates(client: AsyncClient, prefix: str, count: int) -> list[flo
 def report(what: str, timings: list[float]) -> None:
     print(
         f"create through the API server {what}: p50 {statistics.median(timings) * 1000:.1f} ms,"
-        f" p99 {pct(timings, 0.99) * 1000:.1f} ms"
+        f" p99 {bench.percentile(timings, 0.99) * 1000:.1f} ms"
     )
 
 
@@ -196,7 +158,7 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
                     f"{size} tenants cached: {requests} reviews by {concurrency} clients in "
                     f"{elapsed:.1f} s ({requests / elapsed:.0f}/s); client p50 "
                     f"{statistics.median(latencies) * 1000:.1f} ms, p99 "
-                    f"{pct(latencies, 0.99) * 1000:.1f} ms; handler in-server p50 <= "
+                    f"{bench.percentile(latencies, 0.99) * 1000:.1f} ms; handler in-server p50 <= "
                     f"{bucket_quantile(before, after, 0.5) * 1000:.2f} ms, p99 <= "
                     f"{bucket_quantile(before, after, 0.99) * 1000:.2f} ms"
                 )
@@ -211,26 +173,26 @@ async def run(requests: int, concurrency: int, api_creates: int) -> None:
             # server and the controller compete for the 2 cores with the creates.
             busy = await time_creates(client, "via-api-busy", api_creates)
             report(f"with the webhook, {api_creates} sequential, backlog still running", busy)
-            bench.record("webhook_api_busy_p99_ms", pct(busy, 0.99) * 1000)
+            bench.record("webhook_api_busy_p99_ms", bench.percentile(busy, 0.99) * 1000)
             waited = await asyncio.to_thread(bench.wait_until_quiet, metrics_port)
             print(f"controller quiet {waited:.0f} s later")
-            calls_before = webhook_calls(cluster.kubeconfig)
+            calls_before = bench.webhook_calls(cluster.kubeconfig)
             quiet = await time_creates(client, "via-api", api_creates)
             report(f"with the webhook, {api_creates} sequential, controller quiet", quiet)
-            count, total, fast = webhook_calls(cluster.kubeconfig) - calls_before
+            count, total, fast = bench.webhook_calls(cluster.kubeconfig) - calls_before
             print(
                 f"the API server's own timing of those {count:.0f} webhook calls: mean "
                 f"{total / count * 1000:.1f} ms, {fast / count:.0%} within 5 ms"
             )
             bench.record("webhook_api_call_mean_ms", total / count * 1000)
-            bench.record("webhook_api_p99_ms", pct(quiet, 0.99) * 1000)
+            bench.record("webhook_api_p99_ms", bench.percentile(quiet, 0.99) * 1000)
             # The same creates without the webhook: what the API server costs on its own.
             await client.delete(ValidatingWebhookConfiguration, "aitenant-bench")
             await asyncio.sleep(2)
             await asyncio.to_thread(bench.wait_until_quiet, metrics_port)
             plain = await time_creates(client, "no-webhook", api_creates)
             report(f"without the webhook, {api_creates} sequential, controller quiet", plain)
-            bench.record("api_create_p99_ms", pct(plain, 0.99) * 1000)
+            bench.record("api_create_p99_ms", bench.percentile(plain, 0.99) * 1000)
         finally:
             proc.terminate()
             proc.wait(timeout=20)

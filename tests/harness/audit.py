@@ -1,5 +1,8 @@
 """What the API server's audit log (``LocalCluster(audit=True)``) says each client sent, and raw
-reads of any object it names, served kind or not."""
+reads of any object it names, served kind or not.
+
+``requests`` lists the requests on named objects; ``Audit`` counts every request one user sent
+(lists and discovery too), by verb and resource, as the benchmarks print them."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ import json
 import ssl
 import urllib.error
 import urllib.request
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -87,3 +91,58 @@ def get_raw(server: str, path: str) -> dict[str, Any] | None:
         if exc.code == 404:
             return None
         raise
+
+
+class Audit:
+    """``user``'s requests in the API server's audit log (watches left out), by verb and
+    resource: ``take`` reads what was logged since its last call."""
+
+    def __init__(self, path: Path, user: str) -> None:
+        self.path = path
+        self.user = user
+        self.offset = 0
+
+    def take(self, window: tuple[float, float] | None = None) -> Counter[str]:
+        """Requests since the last call; with ``window`` (two ``time.time()`` stamps), only those
+        the API server received within it."""
+        counts: Counter[str] = Counter()
+        with self.path.open() as log:
+            log.seek(self.offset)
+            for line in log:
+                if not line.endswith("\n"):
+                    break
+                self.offset += len(line.encode())
+                event = json.loads(line)
+                if event.get("stage") != "ResponseComplete":
+                    continue
+                if event.get("user", {}).get("username") != self.user:
+                    continue
+                verb = event.get("verb", "?")
+                if verb == "watch":
+                    continue
+                if window is not None:
+                    received = audit_time(event.get("requestReceivedTimestamp", ""))
+                    if not window[0] <= received <= window[1]:
+                        continue
+                ref = event.get("objectRef") or {}
+                # A request with no object (discovery, /version) is named by its path.
+                resource = ref.get("resource") or event.get("requestURI", "?").split("?")[0]
+                if ref.get("subresource"):
+                    resource += "/" + ref["subresource"]
+                counts[f"{verb} {resource}"] += 1
+        return counts
+
+
+def audit_time(stamp: str) -> float:
+    """An audit event's timestamp (RFC 3339, microseconds) as ``time.time()`` seconds."""
+    return dt.datetime.fromisoformat(stamp).timestamp()
+
+
+def writes(counts: Counter[str]) -> int:
+    """The writes among an ``Audit.take`` answer."""
+    return sum(n for key, n in counts.items() if key.split(" ", 1)[0] in WRITE_VERBS)
+
+
+def breakdown(counts: Counter[str], tenants: int) -> str:
+    """An ``Audit.take`` answer per tenant, most frequent first."""
+    return ", ".join(f"{k} {v / tenants:.2f}" for k, v in counts.most_common())

@@ -8,6 +8,11 @@
 * ``webhook_configuration``: the webhook configuration as the controller under test renders it.
 * ``wait_listening``, ``metrics_text``, ``parse_metrics``, ``api_by_verb``,
   ``reconciles_by_controller`` and ``wait_until_quiet``: reading a running controller.
+* ``process_cpu_seconds``, ``peak_rss_mb`` and ``session_pids``: what a process costs, read
+  from ``/proc``.
+* ``percentile``, ``fmt`` and ``markdown_table``: the figures as the benchmarks print them.
+* ``webhook_calls``: the API server's own timing of its calls to the AITenant webhook.
+* ``precompile``: bytecode for the trees a controller imports, as the image has it.
 """
 
 from __future__ import annotations
@@ -20,8 +25,11 @@ import sys
 import time
 import urllib.request
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
+
+from aitenant import contract
 
 FIGURES_ENV = "AITENANT_BENCH_FIGURES"
 CONTROLLER_SRC_ENV = "AITENANT_BENCH_CONTROLLER_SRC"
@@ -139,6 +147,42 @@ def reconciles_by_controller(metrics: dict[str, float]) -> Counter[str]:
     return counts
 
 
+class WebhookCalls(NamedTuple):
+    """The API server's histogram of its AITenant webhook calls: count, seconds in all, and how
+    many took at most 5 ms (its finest bucket)."""
+
+    calls: float
+    seconds: float
+    within_5ms: float
+
+    def __sub__(self, other: object) -> WebhookCalls:
+        assert isinstance(other, WebhookCalls)
+        return WebhookCalls(*(a - b for a, b in zip(self, other, strict=True)))
+
+
+def webhook_calls(
+    kubeconfig: Path, kubectl: str = "kubectl", webhook: str = contract.WEBHOOK_NAME
+) -> WebhookCalls:
+    """The API server's calls to ``webhook`` so far (its /metrics, read with ``kubectl``)."""
+    text = subprocess.run(
+        [kubectl, "--kubeconfig", str(kubeconfig), "get", "--raw", "/metrics"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    metric = "apiserver_admission_webhook_admission_duration_seconds"
+    values = {"_count": 0.0, "_sum": 0.0, "_bucket": 0.0}
+    for sample, value in parse_metrics(text).items():
+        if not sample.startswith(metric) or f'name="{webhook}"' not in sample:
+            continue
+        suffix = sample[len(metric) :].split("{", 1)[0]
+        if suffix == "_bucket" and 'le="0.005"' not in sample:
+            continue
+        if suffix in values:
+            values[suffix] += value
+    return WebhookCalls(values["_count"], values["_sum"], values["_bucket"])
+
+
 def wait_until_quiet(port: int, *, quiet_s: float = 3.0, timeout_s: float = 900.0) -> float:
     """Block until the controller has sent no API request for ``quiet_s`` (its backlog is
     worked off); returns the seconds waited. Raises TimeoutError after ``timeout_s``."""
@@ -154,3 +198,81 @@ def wait_until_quiet(port: int, *, quiet_s: float = 3.0, timeout_s: float = 900.
         if now - started > timeout_s:
             raise TimeoutError(f"controller still sending requests after {timeout_s:.0f} s")
         time.sleep(0.5)
+
+
+def _stat_fields(pid: int) -> list[str]:
+    # After the command name (which may hold spaces): [0] is field 3 of proc(5)'s stat.
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """User + system CPU of process ``pid`` and of the children it waited for."""
+    # utime, stime, cutime, cstime are fields 14-17 of stat.
+    return sum(int(v) for v in _stat_fields(pid)[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def peak_rss_mb(pid: int) -> float:
+    """High-water mark of process ``pid``'s resident memory (VmHWM), in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+def session_pids(sid: int) -> list[int]:
+    """The live processes of session ``sid`` (a command started with ``start_new_session``:
+    a shell and whatever it started)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if int(_stat_fields(int(entry.name))[3]) == sid:
+                found.append(int(entry.name))
+        except (OSError, IndexError, ValueError):  # gone meanwhile
+            continue
+    return found
+
+
+def percentile(values: Iterable[float], q: float) -> float:
+    """The ``q`` quantile (0 <= q <= 1) of ``values``, no interpolation: the value at index
+    ``floor(n * q)`` of the sorted values (the largest for q = 1), so a p99 of fewer than 100
+    values is the largest."""
+    ordered = sorted(values)
+    if not ordered:
+        raise ValueError("no values")
+    return ordered[min(len(ordered) - 1, int(len(ordered) * q))]
+
+
+def fmt(value: object) -> str:
+    """A figure as the tables print it: two decimals below 10, one below 100, then none."""
+    if isinstance(value, float):
+        # The bounds are where rounding would carry into the next digit (9.996 is "10.0").
+        if abs(value) < 9.995:
+            return f"{value:.2f}"
+        # One decimal below 100, where a whole unit matters (e.g. requests per tenant).
+        return f"{value:.1f}" if abs(value) < 99.95 else f"{value:.0f}"
+    return "-" if value is None else str(value)
+
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:
+    """A Markdown table; cells through ``fmt``, any ``|`` in them escaped."""
+
+    def line(cells: Sequence[object]) -> str:
+        return "| " + " | ".join(fmt(c).replace("|", "\\|") for c in cells) + " |"
+
+    return "\n".join([line(header), "|" + "---|" * len(header), *(line(r) for r in rows)])
+
+
+def precompile(trees: Iterable[Path]) -> None:
+    """Bytecode for ``trees`` (and the interpreter's site-packages), as the image has it
+    (rockcraft.yaml compiles it): otherwise a controller's start measures compiling, and only
+    for a tree without ``__pycache__``."""
+    import sysconfig
+
+    for tree in (*trees, Path(sysconfig.get_paths()["purelib"])):
+        subprocess.run(
+            [sys.executable, "-m", "compileall", "-q", "-j0", str(tree)],
+            check=False,
+            capture_output=True,
+        )

@@ -74,10 +74,7 @@ class ControllerProcess:
     def peak_rss_mb(self) -> float:
         """High-water mark of the process's resident memory (VmHWM)."""
         assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        return bench.peak_rss_mb(self.proc.pid)
 
 
 def controller_args(

@@ -275,6 +275,15 @@ class LocalCluster:
         file = f"kubeconfig-{user.name.replace(':', '-')}"
         return self._write_kubeconfig(self.workdir / file, user.token)
 
+    def pid(self, binary: str) -> int:
+        """The process id of the running control-plane process ``binary`` (``etcd``,
+        ``kube-apiserver``, ``kube-controller-manager``), e.g. to read its CPU time."""
+        for proc in self._procs:
+            args = proc.args if isinstance(proc.args, list) else [proc.args]
+            if Path(str(args[0])).name == binary and proc.poll() is None:
+                return proc.pid
+        raise LookupError(f"no running {binary}")
+
     def _wait_ready(self, timeout: float) -> None:
         ctx = ssl.create_default_context()
         ctx.check_hostname = False

@@ -31,6 +31,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
@@ -40,7 +41,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 
 from aitenant import manifests
-from tests.harness import crds, samples
+from tests.harness import bench, crds, samples
 from tests.harness.cluster import User, free_port
 
 PEER_COMMAND_ENV = "AITENANT_PEER_COMMAND"
@@ -142,14 +143,20 @@ async def prepare(client: AsyncClient, workdir: Path, peer_crds: Path | None) ->
         )
 
 
-def write_serving_cert(tmpdir: Path) -> None:
+def write_serving_cert(tmpdir: Path) -> Path:
+    """A serving certificate for 127.0.0.1 in controller-runtime's default folder under
+    ``tmpdir``; returns that folder, which also holds ``ca.crt``, the CA that signed it (for a
+    webhook configuration's ``caBundle``)."""
     import trustme  # tests and benchmarks only
 
     folder = tmpdir / "k8s-webhook-server" / "serving-certs"
     folder.mkdir(parents=True, exist_ok=True)
-    cert = trustme.CA().issue_cert("127.0.0.1", "localhost")
+    ca = trustme.CA()
+    cert = ca.issue_cert("127.0.0.1", "localhost")
     cert.private_key_pem.write_to_path(str(folder / "tls.key"))
     cert.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
+    ca.cert_pem.write_to_path(str(folder / "ca.crt"))
+    return folder
 
 
 class DeploymentAvailability:
@@ -195,13 +202,17 @@ class ControllerUnderTest:
     def log(self) -> Path:
         return self.workdir / f"{self.name}.log"
 
+    @property
+    def tmpdir(self) -> Path:
+        """``TMPDIR`` of the command; ``write_serving_cert`` fills it at each start."""
+        return self.workdir / f"{self.name}-tmp"
+
     def env(self) -> dict[str, str]:
-        tmpdir = self.workdir / f"{self.name}-tmp"
-        write_serving_cert(tmpdir)
+        write_serving_cert(self.tmpdir)
         return {
             **os.environ,
             "KUBECONFIG": str(self.kubeconfig),
-            "TMPDIR": str(tmpdir),
+            "TMPDIR": str(self.tmpdir),
             "HEALTH_PORT": str(self.health_port),
             "CONTROLLER_NAMESPACE": CONTROLLER_NS,
             "INFRA_NAMESPACE": INFRA_NS,
@@ -239,17 +250,19 @@ class ControllerUnderTest:
                 raise TimeoutError(f"{self.name} not ready after {timeout:.0f} s")
             await asyncio.sleep(0.1)
 
-    def cpu_seconds(self) -> float:
-        """User + system CPU of the process (and of children it waited for)."""
+    def pids(self) -> list[int]:
+        """The command's live processes (its shell, and whatever that started, in one
+        session)."""
         assert self.proc is not None
-        return process_cpu_seconds(self.proc.pid)
+        return bench.session_pids(self.proc.pid)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU of the command's processes (and of children they waited for)."""
+        return sum(_or_zero(bench.process_cpu_seconds, pid) for pid in self.pids())
 
     def peak_rss_mb(self) -> float:
-        assert self.proc is not None
-        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-        return float("nan")
+        """The largest resident-memory high-water mark among the command's processes."""
+        return max((_or_zero(bench.peak_rss_mb, pid) for pid in self.pids()), default=0.0)
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -264,8 +277,8 @@ class ControllerUnderTest:
             self.proc.wait(timeout=5)
 
 
-def process_cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = os.sysconf("SC_CLK_TCK")
-    # utime, stime, cutime, cstime are fields 14-17 of stat; [0] here is field 3.
-    return sum(int(v) for v in fields[11:15]) / ticks
+def _or_zero(read: Callable[[int], float], pid: int) -> float:
+    try:
+        return read(pid)
+    except OSError:  # the process is gone meanwhile
+        return 0.0

@@ -1,0 +1,121 @@
+"""The benchmarks' pure helpers: percentiles, the figures' format, tables, audit-log counts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from benchmarks import side_by_side
+
+from tests.harness import audit, bench
+
+
+def test_percentile_takes_the_value_at_floor_n_q() -> None:
+    values = [float(v) for v in range(1, 201)]  # 1..200, shuffled below
+    shuffled = values[::2] + values[1::2]
+    assert bench.percentile(shuffled, 0.99) == 199.0  # index 198
+    assert bench.percentile(shuffled, 0.5) == 101.0
+    assert bench.percentile(shuffled, 1.0) == 200.0
+    assert bench.percentile(shuffled, 0.0) == 1.0
+
+
+def test_percentile_of_fewer_than_100_values_is_the_largest_for_p99() -> None:
+    assert bench.percentile([3.0, 1.0, 2.0], 0.99) == 3.0
+    with pytest.raises(ValueError, match="no values"):
+        bench.percentile([], 0.5)
+
+
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [
+        (0.4213, "0.42"),
+        (9.996, "10.0"),
+        (42.16, "42.2"),
+        (99.99999, "100"),
+        (421.6, "422"),
+        (-3.0, "-3.00"),
+        (None, "-"),
+        (7, "7"),
+    ],
+)
+def test_fmt(value: object, shown: str) -> None:
+    assert bench.fmt(value) == shown
+
+
+def test_markdown_table_formats_cells_and_escapes_bars() -> None:
+    text = bench.markdown_table(["figure", "ours"], [["a|b", 1.234], ["c", None]])
+    assert text.splitlines() == [
+        "| figure | ours |",
+        "|---|---|",
+        "| a\\|b | 1.23 |",
+        "| c | - |",
+    ]
+
+
+def event(user: str, verb: str, stamp: str, resource: str = "secrets", **extra: object) -> str:
+    return json.dumps(
+        {
+            "stage": "ResponseComplete",
+            "user": {"username": user},
+            "verb": verb,
+            "requestReceivedTimestamp": stamp,
+            "objectRef": {"resource": resource, **extra},
+            "requestURI": "/api/v1/x",
+        }
+    )
+
+
+def test_audit_counts_one_users_requests_since_the_last_take(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "\n".join(
+            [
+                event("controller", "get", "2026-01-01T00:00:01.000000Z"),
+                event("controller", "watch", "2026-01-01T00:00:01.000000Z"),
+                event("admin", "create", "2026-01-01T00:00:01.000000Z"),
+                event("controller", "patch", "2026-01-01T00:00:02.500000Z", subresource="status"),
+            ]
+        )
+        + "\n"
+        + event("controller", "get", "2026-01-01T00:00:03.000000Z")  # not yet complete
+    )
+    reader = audit.Audit(log, "controller")
+    counts = reader.take()
+    assert counts == {"get secrets": 1, "patch secrets/status": 1}
+    assert audit.writes(counts) == 1
+    assert audit.breakdown(counts, 2) == "get secrets 0.50, patch secrets/status 0.50"
+    with log.open("a") as out:
+        out.write("\n" + event("controller", "delete", "2026-01-01T00:00:04.000000Z") + "\n")
+    assert reader.take() == {"get secrets": 1, "delete secrets": 1}
+
+
+def test_audit_window_keeps_requests_received_within_it(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    stamps = ["2026-01-01T00:00:01.000000Z", "2026-01-01T00:00:02.000000Z"]
+    log.write_text("".join(event("controller", "get", s) + "\n" for s in stamps))
+    start = audit.audit_time("2026-01-01T00:00:01.500000Z")
+    assert audit.Audit(log, "controller").take(window=(start, start + 1)) == {"get secrets": 1}
+
+
+def test_side_by_side_table_has_one_column_per_controller() -> None:
+    sizes = side_by_side.Sizes(sequential=10, burst=20, tenants=60, delete=25)
+    assert sizes.rest == 29
+    assert sizes.created == 59
+    assert sizes.standing == 60
+    lines = side_by_side.table(
+        {"ours": {"create_p50_ms": 380.4, "burst_s": 0.8}, "peer": {"create_p50_ms": 2900.0}},
+        sizes,
+    ).splitlines()
+    assert lines[0] == "| figure | ours | peer |"
+    assert len(lines) == 2 + len(side_by_side.LABELS)
+    assert "| create-to-Ready p50, 10 one after another (ms) | 380 | 2900 |" in lines
+    assert "| 20 created at once, all Ready (s) | 0.80 | - |" in lines
+    assert "| controller peak RSS at 60 tenants (MB) | - | - |" in lines
+
+
+def test_side_by_side_sizes_never_go_below_the_tenants_already_made() -> None:
+    sizes = side_by_side.Sizes(sequential=5, burst=10, tenants=12, delete=100)
+    assert sizes.rest == 0
+    assert sizes.standing == 16
+    assert sizes.deleted == 15
