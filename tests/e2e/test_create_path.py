@@ -264,6 +264,10 @@ async def test_claim_conflict_between_two_tenants(
     )
     with pytest.raises(ApiError):
         await kube.get(Namespace, f"ai-tenant-{second}")
+    # The first one going releases its claim, and that wakes the second at once (not at its
+    # next 30 s retry).
+    await kube.delete(AITenant, first, namespace=AITENANT_NS)
+    await wait_phase(kube, second, "Active", timeout=15)
 
 
 async def test_gateway_retarget_moves_the_claim(

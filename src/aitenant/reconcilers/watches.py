@@ -5,7 +5,8 @@ enqueue, no I/O. ``app`` calls each once, before the informers start.
 
 - ``aitenant`` controller: ``tenant_changed``, or a status someone else wrote
   (``status_overwritten``); a config or Role names its AITenant through the
-  owner annotations (``annotated_owner``); a Gateway through the ``gateway`` index.
+  owner annotations (``annotated_owner``); a Gateway, and a claim on it going, through the
+  ``gateway`` index.
 - ``maastenantconfig`` controller: configs it serves (``in_scope``) or must strip a leftover
   finalizer from (``wanted``), on any change but a status-only one of ours (``config_changed``,
   ``status_overwritten``); the
@@ -202,6 +203,8 @@ class Watched(Protocol):
     @property
     def roles(self) -> Informer: ...
     @property
+    def claims(self) -> Informer: ...
+    @property
     def platform(self) -> PlatformCache: ...
     @property
     def config_anchor(self) -> Informer | None: ...
@@ -212,7 +215,9 @@ class Watched(Protocol):
 def requeue_aitenants(controller: Controller, caches: Watched) -> None:
     """Queue an AITenant when it changes (``tenant_changed``) or someone else writes its status
     (``status_overwritten``), when its config or one of its Roles does (their owner
-    annotations), and when its Gateway is created, deleted or given a new generation."""
+    annotations), when its Gateway is created, deleted or given a new generation, and when the
+    claim on its Gateway goes (a tenant refused because another one held the Gateway takes it
+    now, not at its next 30 s retry)."""
 
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
         if tenant_changed(event, old, new) or status_overwritten(
@@ -247,10 +252,19 @@ def requeue_aitenants(controller: Controller, caches: Watched) -> None:
         ):
             controller.enqueue(Key(namespace, name))
 
+    def on_claim(event: EventType, old: Obj | None, new: Obj) -> None:
+        data = new.get("data") or {}
+        if event == "DELETED" and data.get("gatewayNamespace") and data.get("gatewayName"):
+            for namespace, name in caches.by_gateway.tenants_for_gateway(
+                data["gatewayNamespace"], data["gatewayName"]
+            ):
+                controller.enqueue(Key(namespace, name))
+
     caches.tenants.add_handler(on_tenant)
     caches.configs.add_handler(on_config)
     caches.gateways.add_handler(on_gateway)
     caches.roles.add_handler(on_role)
+    caches.claims.add_handler(on_claim)
 
 
 def requeue_configs(controller: Controller, caches: Watched, settings: Settings) -> None:

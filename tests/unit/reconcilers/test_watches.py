@@ -147,6 +147,7 @@ class FakeCaches:
     tenants: FakeInformer = field(default_factory=FakeInformer)
     gateways: FakeInformer = field(default_factory=FakeInformer)
     roles: FakeInformer = field(default_factory=FakeInformer)
+    claims: FakeInformer = field(default_factory=FakeInformer)
     platform: FakeInformer = field(default_factory=FakeInformer)
     config_anchor: FakeInformer | None = None
     by_gateway: RedUsesEveryGateway = field(default_factory=RedUsesEveryGateway)
@@ -164,6 +165,20 @@ def test_a_gateway_queues_its_tenants_unless_only_its_status_changed() -> None:
     caches.gateways.emit("MODIFIED", gateway(1), gateway(2))
     caches.gateways.emit("DELETED", None, gateway(2))
     assert controller.keys == [Key("ai-tenants", "red")] * 3
+
+
+def test_a_released_claim_queues_the_tenants_that_want_its_gateway() -> None:
+    caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
+    requeue_aitenants(cast(Any, controller), cast(Any, caches))
+    claim = {
+        "metadata": {"namespace": "ai-tenants", "name": "gateway-claim-x"},
+        "data": {"gatewayNamespace": "gateways", "gatewayName": "gw"},
+    }
+    caches.claims.emit("ADDED", None, claim)
+    caches.claims.emit("MODIFIED", claim, claim)
+    assert controller.keys == [], "only a claim that goes frees the Gateway"
+    caches.claims.emit("DELETED", None, claim)
+    assert controller.keys == [Key("ai-tenants", "red")]
 
 
 def test_a_gateway_queues_its_tenants_configs_when_it_comes_or_goes() -> None:
