@@ -11,8 +11,9 @@ A reconcile ends in exactly one of three outcomes, each its own type, so a contr
 An exception escaping the reconciler is an unexpected failure: ``settle`` turns it into
 ``Retry``, so every outcome goes through the one ``match`` there (controller-runtime's
 contract). A transient one (``is_transient``: a conflict, throttling, a dropped connection) is
-routine and logged as a retry; any other is a bug or a refusal an operator must see, so it is
-logged at ERROR with its traceback. ``after_failure`` maps a reported ``StepFailed`` to its
+routine and logged as a retry, and so is a 404 (an object deleted while the pass ran: the next
+pass sees it gone); any other is a bug or a refusal an operator must see, so it is logged at
+ERROR with its traceback. ``after_failure`` maps a reported ``StepFailed`` to its
 outcome.
 """
 
@@ -25,7 +26,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
-from aitenant.errors import StepFailed, is_transient
+from aitenant.errors import StepFailed, is_not_found, is_transient
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.queue import ShutDown, WorkQueue
@@ -140,7 +141,7 @@ class Controller:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if is_transient(exc):
+            if is_transient(exc) or is_not_found(exc):
                 log.debug("%s %s: reconcile raised", self.name, key, exc_info=True)
             else:
                 log.error("%s %s: reconcile failed", self.name, key, exc_info=True)

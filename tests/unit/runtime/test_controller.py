@@ -91,6 +91,7 @@ async def test_an_exception_is_a_retry_with_backoff() -> None:
     [
         (api_error(409), False),
         (api_error(503), False),
+        (api_error(404), False),
         (api_error(403), True),
         (TypeError("x"), True),
     ],
@@ -98,7 +99,8 @@ async def test_an_exception_is_a_retry_with_backoff() -> None:
 async def test_an_unexpected_failure_is_logged_at_error_with_its_traceback(
     raised: Exception, logged_as_error: bool, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """A conflict or a server's trouble is a routine retry; anything else an operator must see."""
+    """A conflict, the server's trouble or an object deleted meanwhile is a routine retry;
+    anything else an operator must see."""
 
     async def reconcile(key: Key) -> Result:
         raise raised
