@@ -269,6 +269,15 @@ async def test_claim_conflict_between_two_tenants(
     await kube.delete(AITenant, first, namespace=AITENANT_NS)
     await wait_phase(kube, second, "Active", timeout=15)
 
+    async def first_gone() -> bool:
+        try:
+            await get_tenant(kube, first)
+        except ApiError as exc:
+            return exc.status.code == 404
+        return False
+
+    await eventually(first_gone, timeout=20)
+
 
 async def test_gateway_retarget_moves_the_claim(
     kube: AsyncClient, controller: RunningController, unique: Names
@@ -437,7 +446,12 @@ async def test_a_status_someone_else_wrote_is_put_right_at_once(
     await wait_phase(kube, name, "Active", timeout=5)  # not at the next resync
     await eventually(idle)
     await sentinel_reconcile(kube, controller, unique)
-    assert controller.reconciled.count(key) == count + 1, "our own correction brings no pass"
+    # The correction's own echo brings no pass, except when the watch delivers it before the
+    # write's answer is remembered (Informer.ours cannot tell then): one more, writing nothing.
+    corrected = controller.reconciled.count(key)
+    assert count + 1 <= corrected <= count + 2
+    await sentinel_reconcile(kube, controller, unique)
+    assert controller.reconciled.count(key) == corrected, "and then nothing: no loop"
     # The config's status likewise (its reconciler has no 300 s wait for it any more).
     tns = naming.tenant_namespace_for(name, SUBSCRIPTION_NS)
     foreign = {
