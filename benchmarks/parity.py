@@ -21,69 +21,21 @@ import argparse
 import asyncio
 import json
 import os
-import ssl
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
-from tests.harness import peer, samples
-from tests.harness.cluster import ADMIN_TOKEN, LocalCluster
+from tests.harness import audit, peer, samples
+from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
 
 from aitenant.resources import AITenant, MaasTenantConfig
 
-WRITES = {"create", "update", "patch", "delete", "deletecollection"}
 SETTLE_S = 60.0
-Key = tuple[str, str, str]  # (resource.group, namespace, name)
 Obj = dict[str, Any]
-
-
-def audit_writes(path: Path, user: str) -> dict[Key, str]:
-    """Every object ``user`` wrote, with the last verb, from the audit log."""
-    found: dict[Key, str] = {}
-    for line in path.read_text().splitlines():
-        event = json.loads(line)
-        if event.get("stage") != "ResponseComplete" or event.get("verb") not in WRITES:
-            continue
-        if event.get("user", {}).get("username") != user:
-            continue
-        ref = event.get("objectRef") or {}
-        name = ref.get("name") or ((event.get("requestObject") or {}).get("metadata") or {}).get(
-            "name", ""
-        )
-        if not name or ref.get("resource") == "events":
-            continue
-        resource = ref["resource"] + ("." + ref["apiGroup"] if ref.get("apiGroup") else "")
-        path_part = f"{ref.get('apiGroup', '')}/{ref.get('apiVersion', '')}"
-        found[(resource, ref.get("namespace", ""), name)] = path_part
-    return found
-
-
-def get_raw(server: str, path: str) -> Obj | None:
-    ctx = ssl.create_default_context()
-    ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
-    req = urllib.request.Request(server + path, headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
-    try:
-        with urllib.request.urlopen(req, context=ctx, timeout=10) as resp:
-            return json.loads(resp.read())
-    except urllib.error.HTTPError as exc:
-        if exc.code == 404:
-            return None
-        raise
-
-
-def object_path(key: Key, group_version: str) -> str:
-    resource, namespace, name = key
-    group, version = group_version.split("/")
-    base = f"/apis/{group}/{version}" if group else f"/api/{version}"
-    plural = resource.split(".", 1)[0]
-    ns = f"/namespaces/{namespace}" if namespace else ""
-    return f"{base}{ns}/{plural}/{name}"
 
 
 def normalise(obj: Obj) -> dict[str, str]:
@@ -187,17 +139,21 @@ async def collect(name: str, command: str, peer_crds: Path | None) -> dict[str, 
             await controller.wait_ready()
             await run_inputs(client)
             print(f"{name}: inputs done in {time.monotonic() - started:.1f} s")
+            written = {
+                "/".join(part for part in (r.resource, r.namespace, r.name) if part): r
+                for r in audit.requests(cluster.audit_log)
+                if r.user == peer.CONTROLLER_USER.name
+            }
             objects: dict[str, dict[str, str] | None] = {}
-            for key, gv in sorted(
-                audit_writes(cluster.audit_log, peer.CONTROLLER_USER.name).items()
-            ):
-                obj = get_raw(cluster.server, object_path(key, gv))
-                objects["/".join(k for k in key if k)] = None if obj is None else normalise(obj)
+            for key, request in sorted(written.items()):
+                obj = audit.get_raw(cluster.server, request.path)
+                objects[key] = None if obj is None else normalise(obj)
+            listed = audit.get_raw(cluster.server, "/api/v1/events") or {}
             events = sorted(
                 {
                     f"{e['type']} {e['reason']} {e['involvedObject']['kind']}/"
                     f"{e['involvedObject'].get('name')}: {e.get('message', '')}"
-                    for e in (get_raw(cluster.server, "/api/v1/events") or {}).get("items", [])
+                    for e in listed.get("items", [])
                     if e.get("source", {}).get("component") != "kube-controller-manager"
                     or e.get("reportingComponent")
                 }
