@@ -133,6 +133,7 @@ async def collect(name: str, command: str, peer_crds: Path | None) -> dict[str, 
             cluster.workdir,
         )
         marker = asyncio.create_task(peer.DeploymentAvailability(client).run())
+        await peer.port_free(peer.PEER_WEBHOOK_PORT, 600)  # another peer run on this machine
         started = time.monotonic()
         controller.start()
         try:

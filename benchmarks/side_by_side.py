@@ -43,7 +43,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import socket
 import statistics
 import time
 from collections.abc import Awaitable, Callable, Collection, Iterable
@@ -171,22 +170,6 @@ async def delete_tenants(client: AsyncClient, names: Iterable[str]) -> None:
     await bounded(one, names, None)
 
 
-async def port_free(port: int, timeout: float = 120) -> None:
-    """Until nothing listens on ``port`` (the peer's webhook binds it on every interface;
-    another test on this machine may hold it a while)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listeners
-            try:
-                sock.bind(("", port))
-                return
-            except OSError:
-                if time.monotonic() > deadline:
-                    raise
-        await asyncio.sleep(1)
-
-
 def deadline_for(count: int) -> float:
     """A generous timeout for ``count`` tenants to change state (the figures, not this, are
     what the benchmark is about)."""
@@ -297,7 +280,7 @@ class Run:
         await create_gateways(self.client, ["first"])
         await create_tenants(self.client, ["first"], None)
         for attempt in range(3):
-            await port_free(webhook_port, 600)
+            await peer.port_free(webhook_port, 600)
             self.controller.start()
             try:
                 await self.until("status", ["first"], 180)

@@ -203,6 +203,7 @@ async def take_over(
     await samples.create_gateway(client, samples.gateway(tenant, peer.GATEWAY_NS))
     await samples.create_aitenant(client, samples.aitenant(tenant))
     users = {OURS.name, PEER.name}
+    await peer.port_free(peer.PEER_WEBHOOK_PORT, 600)  # another peer run on this machine
     first.start()
     try:
         await first.wait_ready()
@@ -212,6 +213,7 @@ async def take_over(
         first.stop()
     made = {r.key: r for r in audit.requests(log) if r.user in users and r.code < 400}
     before = snapshot(server, made)
+    await peer.port_free(peer.PEER_WEBHOOK_PORT, 600)
     async with watching(client, tenant) as watch:
         started = time.time()
         second.start()
@@ -273,6 +275,7 @@ async def test_beside_the_fenced_peer_nothing_is_written_by_both(peer_cluster: P
         await client.apply(obj, field_manager="peer-test")
     await samples.create_gateway(client, samples.gateway("blue", peer.GATEWAY_NS))
     ours, theirs = peer_cluster.ours(), peer_cluster.theirs(FENCED)
+    await peer.port_free(peer.PEER_WEBHOOK_PORT, 600)
     started = time.time()
     ours.start()
     theirs.start()

@@ -27,6 +27,7 @@ import contextlib
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -56,6 +57,10 @@ CONTROLLER_NS = "maas-system"
 INFRA_NS = "maas-infra"
 GATEWAY_NS = "gateways"
 AITENANT_NS = "ai-tenants"
+
+# Where controller-runtime serves its webhook, on every interface; no flag of the reference's
+# changes it, so only one such peer can run on a machine at a time.
+PEER_WEBHOOK_PORT = 9443
 
 # Module -> (folder, file, CRD names to install from it).
 PEER_MODULE_CRDS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -282,3 +287,19 @@ def _or_zero(read: Callable[[int], float], pid: int) -> float:
         return read(pid)
     except OSError:  # the process is gone meanwhile
         return 0.0
+
+
+async def port_free(port: int, timeout: float = 120) -> None:
+    """Until nothing listens on ``port`` (the peer's webhook binds it on every interface;
+    another test on this machine may hold it a while)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with socket.socket() as sock:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as Go's listeners
+            try:
+                sock.bind(("", port))
+                return
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+        await asyncio.sleep(1)
