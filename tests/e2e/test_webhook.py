@@ -26,6 +26,7 @@ from .conftest import (
     RunningController,
     WebhookTLS,
     eventually,
+    get_tenant,
     wait_phase,
 )
 
@@ -159,6 +160,13 @@ async def test_implicit_gateway_collides_with_explicit_one(
     implicit = unique("implicit")
     await samples.create_aitenant(kube, samples.aitenant(implicit, AITENANT_NS))
     other = unique("explicit")
+
+    async def reconciled() -> bool:
+        return bool((await get_tenant(kube, implicit)).get("status"))
+
+    # Once the controller wrote its status, the cache the webhook reads holds it: no create of
+    # the other one slips through, and no update of the first is refused while both exist.
+    await eventually(reconciled)
 
     async def check() -> bool:
         try:
