@@ -48,6 +48,17 @@ def test_deployment_available(obj: dict[str, Any] | None, expected: bool) -> Non
     assert deployment_available(obj) is expected
 
 
+def settings_with_ca(folder: Path) -> Settings:
+    """Settings naming a fresh maas-api CA written into ``folder``."""
+    authority = trustme.CA()
+    cert_file, key_file = folder / "ca.crt", folder / "ca.key"
+    authority.cert_pem.write_to_path(str(cert_file))
+    authority.private_key_pem.write_to_path(str(key_file))
+    return Settings(
+        maas_api_ca_file=cert_file, maas_api_ca_key_file=key_file, infra_namespace="infra"
+    )
+
+
 def make_reconciler(settings: Settings) -> TenantConfigReconciler:
     """A reconciler for its pure steps: no request is ever made."""
     client = cast(AsyncClient, object())
@@ -76,14 +87,7 @@ def make_reconciler(settings: Settings) -> TenantConfigReconciler:
 
 
 def test_serving_certificate_is_issued_once_and_kept(tmp_path: Path) -> None:
-    authority = trustme.CA()
-    cert_file, key_file = tmp_path / "ca.crt", tmp_path / "ca.key"
-    authority.cert_pem.write_to_path(str(cert_file))
-    authority.private_key_pem.write_to_path(str(key_file))
-    settings = Settings(
-        maas_api_ca_file=cert_file, maas_api_ca_key_file=key_file, infra_namespace="infra"
-    )
-    reconciler = make_reconciler(settings)
+    reconciler = make_reconciler(settings_with_ca(tmp_path))
     first = reconciler.serving_cert(None, "maas-api-red")
     # The cache has not seen the Secret yet: the same certificate, not a second one.
     assert reconciler.serving_cert(None, "maas-api-red") == first
@@ -133,14 +137,7 @@ def test_a_first_rollout_holds_the_waiting_status_for_its_window_only() -> None:
 
 @pytest.mark.parametrize("served", [True, False])
 async def test_backend_tls_follows_what_the_api_server_serves(tmp_path: Path, served: bool) -> None:
-    authority = trustme.CA()
-    cert_file, key_file = tmp_path / "ca.crt", tmp_path / "ca.key"
-    authority.cert_pem.write_to_path(str(cert_file))
-    authority.private_key_pem.write_to_path(str(key_file))
-    settings = Settings(
-        maas_api_ca_file=cert_file, maas_api_ca_key_file=key_file, infra_namespace="infra"
-    )
-    reconciler = make_reconciler(settings)
+    reconciler = make_reconciler(settings_with_ca(tmp_path))
     # An older Gateway API serves HTTPRoutes but no BackendTLSPolicy at v1.
     resources = ["httproutes", *(["backendtlspolicies"] if served else [])]
 
@@ -149,7 +146,7 @@ async def test_backend_tls_follows_what_the_api_server_serves(tmp_path: Path, se
         return {"resources": [{"name": r} for r in resources]}
 
     reconciler.discovery = ApiDiscovery(fetch)
-    charm_ca = authority.cert_pem.bytes().decode()
+    charm_ca = (tmp_path / "ca.crt").read_text()
     serving = reconciler.serving_cert(None, "maas-api-red")
     assert await reconciler.backend_ca(serving) == (charm_ca if served else None)
     # An opted-out serving Secret's own CA, when it names one, is the one that signed it.
