@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -232,6 +233,68 @@ async def test_config_is_ready_only_once_maas_api_is_available(
     await wait_phase(kube, name, "Active")
     # Noticed through the Deployment watch, not a periodic requeue (30 s).
     assert loop.time() - released < 5
+
+
+async def test_a_ca_change_keeps_the_gateway_trusting_the_old_ca_until_maas_api_rolled_out(
+    tmp_path: Path,
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    controller: RunningController,
+    maas_api: FakeMaasApi,
+    availability: samples.DeploymentAvailability,
+    unique: Names,
+) -> None:
+    """The charm rotates the maas-api CA: the serving certificate is reissued from the new CA
+    at once, and the Gateway's CA bundle (docs/platform.md §12) holds old and new until the
+    maas-api Deployment has rolled out the new certificate, then the new CA alone."""
+    name = unique("ca-change")
+    ca_file, ca_key_file = samples.write_ca(tmp_path / "ca")
+    settings = e2e_settings(maas_api, maas_api_ca_file=ca_file, maas_api_ca_key_file=ca_key_file)
+    bundle_name = f"maas-api-{name}-backend-ca"
+
+    async def bundle() -> list[x509.Certificate]:
+        configmap = await get(kube, kinds.CONFIG_MAP, bundle_name, INFRA_NS)
+        return x509.load_pem_x509_certificates(configmap["data"]["ca.crt"].encode())
+
+    await controller.stop()
+    own = RunningController(cluster, settings)
+    await own.start()
+    try:
+        await make_tenant(kube, name)
+        await wait_phase(kube, name, "Active")
+        old_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+        assert await bundle() == [old_ca]
+
+        # The rotation: new CA files; the pods are held on the old certificate meanwhile.
+        await own.stop()
+        availability.held.add(name)
+        samples.write_ca(tmp_path / "ca")
+        new_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+        await own.start()
+
+        async def reissued() -> bool:
+            secret = await get(kube, kinds.SECRET, f"maas-api-{name}-serving-cert", INFRA_NS)
+            cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
+            cert.verify_directly_issued_by(new_ca)
+            return True
+
+        await eventually(reissued)
+        assert await eventually(bundle) == [new_ca, old_ca]
+        # Still rolling out a moment later: nothing dropped.
+        await asyncio.sleep(1)
+        assert await bundle() == [new_ca, old_ca]
+
+        await availability.release(name)
+
+        async def only_the_new_ca() -> bool:
+            return await bundle() == [new_ca]
+
+        await eventually(only_the_new_ca)
+        await wait_phase(kube, name, "Active")
+    finally:
+        availability.held.discard(name)
+        await own.stop()
+        await controller.start()
 
 
 async def test_user_edit_of_the_deployment_is_reverted(

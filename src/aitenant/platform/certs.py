@@ -186,6 +186,27 @@ def issue(
     return ServingCert(cert_pem, key_pem, ca.cert_pem)
 
 
+def trust_bundle(current_ca_pem: str, trusted_before: str | None, *, rolled_out: bool) -> str:
+    """The CAs the Gateway is to trust for TLS to maas-api (docs/platform.md §12):
+    ``current_ca_pem``, and while some maas-api pod may still serve a certificate from before a
+    CA change (``rolled_out`` false), also every other CA the bundle held (``trusted_before``),
+    so that no pod is unverifiable until it restarts. The same inputs give the same text, so
+    a rollout in progress rewrites nothing."""
+    if rolled_out or not trusted_before:
+        return current_ca_pem
+    try:
+        current = x509.load_pem_x509_certificates(current_ca_pem.encode())
+        earlier = x509.load_pem_x509_certificates(trusted_before.encode())
+    except ValueError:  # unreadable: trust only what signs the certificates now
+        return current_ca_pem
+    kept = [
+        ca.public_bytes(serialization.Encoding.PEM).decode() for ca in earlier if ca not in current
+    ]
+    if not kept:
+        return current_ca_pem
+    return current_ca_pem.rstrip("\n") + "\n" + "".join(kept)
+
+
 class CALoader:
     """The charm's CA from ``--maas-api-ca-file``/``--maas-api-ca-key-file``, re-read on change."""
 

@@ -18,7 +18,8 @@ A live config in scope, in order (each failure sets Ready=False with the reason 
    ``check_inputs``            the CA files (docs/differences.md D9)      [MissingInput]
                                served APIs, the DB Secret and its key     [DependencyMissing]
 5. ``serving_cert``            keep the tenant's certificate or issue a new one
-   ``backend_ca``              the CA for the BackendTLSPolicy, where that kind is served
+   ``backend_ca``              the CAs for the BackendTLSPolicy, where that kind is served
+                               (the old one too until a CA change has rolled out)
 6. render, apply, prune        Jinja2 templates → server-side apply;      [RenderFailed,
                                delete what is no longer rendered           ApplyFailed]
 7. readiness                   Deployment maas-api[-t] Available at its   [MaaSAPINotAvailable]
@@ -159,6 +160,23 @@ def deployment_available(obj: Obj | None) -> bool:
     )
 
 
+def rolled_out_with(deployment: Obj | None, fingerprint: str) -> bool:
+    """No maas-api pod can still serve a certificate but the one ``fingerprint`` names: the
+    Deployment's template names it and is rolled out (observed, no pod of an older template
+    left), or there is no Deployment, or it is opted out (we roll nothing of it)."""
+    if deployment is None or is_unmanaged(deployment):
+        return True
+    template = (deployment.get("spec") or {}).get("template") or {}
+    annotations = (template.get("metadata") or {}).get("annotations") or {}
+    if annotations.get(contract.ANNOTATION_SERVING_CERT_SHA256) != fingerprint:
+        return False
+    status = deployment.get("status") or {}
+    generation = int(deployment.get("metadata", {}).get("generation") or 0)
+    if int(status.get("observedGeneration") or 0) < generation:
+        return False
+    return int(status.get("updatedReplicas") or 0) >= int(status.get("replicas") or 0)
+
+
 class TenantConfigReconciler:
     def __init__(
         self,
@@ -252,7 +270,7 @@ class TenantConfigReconciler:
         infra = self.settings.effective_infra_namespace
         cert_secret = await self.cache.read(kinds.SECRET, infra, names.serving_cert)
         serving = self.serving_cert(cert_secret, names.api)
-        backend_ca = await self.backend_ca(serving)
+        backend_ca = await self.backend_ca(serving, names)
         ctx = PlatformContext(
             tenant=tenant.name,
             tenant_namespace=tenant.namespace,
@@ -368,16 +386,25 @@ class TenantConfigReconciler:
             return current or certs.ServingCert("", "", "")
         return self.certs.for_service(current, service)
 
-    async def backend_ca(self, serving: certs.ServingCert) -> str | None:
-        """Step 5b: the CA the Gateway is to trust for TLS to maas-api, or None where
+    async def backend_ca(self, serving: certs.ServingCert, names: PlatformNames) -> str | None:
+        """Step 5b: the CAs the Gateway is to trust for TLS to maas-api, or None where
         BackendTLSPolicy is not served. That is the ``ca.crt`` of the certificate maas-api
         serves: the charm's CA, unless the serving Secret is opted out and names another (one
-        that names none falls back to the charm's). Not a dependency: without the kind the
-        config is still Ready, and such a Gateway needs TLS to maas-api set up its own way
-        (docs/platform.md §11)."""
+        that names none falls back to the charm's); after a CA change, the CAs trusted before
+        too, until every pod serves the new certificate (``certs.trust_bundle``). Not a
+        dependency: without the kind the config is still Ready, and such a Gateway needs TLS
+        to maas-api set up its own way (docs/platform.md §11)."""
         if not await self.discovery.serves(kinds.BACKEND_TLS_POLICY):
             return None
-        return serving.ca_pem or self.ca.load().cert_pem
+        current = serving.ca_pem or self.ca.load().cert_pem
+        infra = self.settings.effective_infra_namespace
+        bundle = await self.cache.read(kinds.CONFIG_MAP, infra, names.backend_ca)
+        trusted_before = ((bundle or {}).get("data") or {}).get(certs.CA_CERT_KEY)
+        if trusted_before is None or trusted_before == current:
+            return current  # the usual case: nothing changed, nothing more to read
+        deployment = await self.cache.read(kinds.DEPLOYMENT, infra, names.api)
+        rolled_out = rolled_out_with(deployment, serving.fingerprint)
+        return certs.trust_bundle(current, trusted_before, rolled_out=rolled_out)
 
     def render(self, ctx: PlatformContext) -> list[Manifest]:
         """Step 6a: the tenant's platform from the templates → RenderFailed."""

@@ -119,3 +119,24 @@ def test_load_ca_names_the_file_that_is_wrong(tmp_path: Path) -> None:
     key_file.write_text("not a key")
     with pytest.raises(certs.CAError, match="holds no unencrypted PEM key"):
         certs.load_ca(cert_file, key_file)
+
+
+def test_the_gateway_trusts_old_and_new_ca_until_the_rollout_ends() -> None:
+    old, new, older = (trustme.CA().cert_pem.bytes().decode() for _ in range(3))
+    # Nothing changed, or nothing was trusted before: the current CA alone.
+    assert certs.trust_bundle(new, new, rolled_out=False) == new
+    assert certs.trust_bundle(new, None, rolled_out=False) == new
+    # A CA change while pods of the old certificate may still serve: both, new first.
+    during = certs.trust_bundle(new, old, rolled_out=False)
+    assert x509.load_pem_x509_certificates(during.encode()) == [
+        x509.load_pem_x509_certificate(pem.encode()) for pem in (new, old)
+    ]
+    # The next passes of the same rollout compute the same text: no rewrite.
+    assert certs.trust_bundle(new, during, rolled_out=False) == during
+    # A second change before the first rolled out keeps every CA a pod may still serve under.
+    twice = certs.trust_bundle(older, during, rolled_out=False)
+    assert len(x509.load_pem_x509_certificates(twice.encode())) == 3
+    # Rolled out: the old CAs go.
+    assert certs.trust_bundle(new, during, rolled_out=True) == new
+    # An unreadable bundle is not carried on.
+    assert certs.trust_bundle(new, "not a certificate", rolled_out=False) == new

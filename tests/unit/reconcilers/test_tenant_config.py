@@ -16,10 +16,12 @@ from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import TrackedObjects
+from aitenant.platform.render import names_for
 from aitenant.reconcilers.tenant_config import (
     FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
+    rolled_out_with,
 )
 from aitenant.runtime.controller import Key, Result
 from aitenant.runtime.reads import CachedReads
@@ -46,6 +48,41 @@ def deployment(generation: int, observed: int, available: str | None) -> dict[st
 )
 def test_deployment_available(obj: dict[str, Any] | None, expected: bool) -> None:
     assert deployment_available(obj) is expected
+
+
+def maas_api_deployment(
+    fingerprint: str, *, generation: int = 2, observed: int = 2, updated: int = 2, replicas: int = 2
+) -> dict[str, Any]:
+    annotations = {"maas.opendatahub.io/serving-cert-sha256": fingerprint}
+    return {
+        "metadata": {"generation": generation},
+        "spec": {"template": {"metadata": {"annotations": annotations}}},
+        "status": {
+            "observedGeneration": observed,
+            "updatedReplicas": updated,
+            "replicas": replicas,
+        },
+    }
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        (maas_api_deployment("new"), True),
+        (None, True),  # nothing serves at all
+        (maas_api_deployment("old"), False),  # the new certificate not applied yet
+        (maas_api_deployment("new", generation=3), False),  # not yet observed
+        (maas_api_deployment("new", updated=1, replicas=3), False),  # old pods still serve
+        # Opted out: we roll nothing of it, so there is nothing to wait for.
+        (
+            maas_api_deployment("old")
+            | {"metadata": {"annotations": {"opendatahub.io/managed": "false"}}},
+            True,
+        ),
+    ],
+)
+def test_rolled_out_with(obj: dict[str, Any] | None, expected: bool) -> None:
+    assert rolled_out_with(obj, "new") is expected
 
 
 def settings_with_ca(folder: Path) -> Settings:
@@ -136,7 +173,9 @@ def test_a_first_rollout_holds_the_waiting_status_for_its_window_only() -> None:
 
 
 @pytest.mark.parametrize("served", [True, False])
-async def test_backend_tls_follows_what_the_api_server_serves(tmp_path: Path, served: bool) -> None:
+async def test_backend_tls_follows_what_the_api_server_serves(
+    tmp_path: Path, served: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     reconciler = make_reconciler(settings_with_ca(tmp_path))
     # An older Gateway API serves HTTPRoutes but no BackendTLSPolicy at v1.
     resources = ["httproutes", *(["backendtlspolicies"] if served else [])]
@@ -145,10 +184,52 @@ async def test_backend_tls_follows_what_the_api_server_serves(tmp_path: Path, se
         assert path == "/apis/gateway.networking.k8s.io/v1"
         return {"resources": [{"name": r} for r in resources]}
 
+    async def nothing_live(kind: Any, namespace: str | None, name: str) -> None:
+        return None
+
     reconciler.discovery = ApiDiscovery(fetch)
+    monkeypatch.setattr(reconciler.cache, "read", nothing_live)
+    names = names_for("red", "red", "maas-default-gateway")
     charm_ca = (tmp_path / "ca.crt").read_text()
     serving = reconciler.serving_cert(None, "maas-api-red")
-    assert await reconciler.backend_ca(serving) == (charm_ca if served else None)
+    assert await reconciler.backend_ca(serving, names) == (charm_ca if served else None)
     # An opted-out serving Secret's own CA, when it names one, is the one that signed it.
     other = certs.ServingCert("cert", "key", "other CA")
-    assert await reconciler.backend_ca(other) == ("other CA" if served else None)
+    assert await reconciler.backend_ca(other, names) == ("other CA" if served else None)
+
+
+async def test_backend_tls_trusts_the_old_ca_until_the_new_certificate_rolled_out(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    reconciler = make_reconciler(settings_with_ca(tmp_path))
+
+    async def fetch(path: str) -> Any:
+        return {"resources": [{"name": "backendtlspolicies"}]}
+
+    old_ca = trustme.CA().cert_pem.bytes().decode()
+    live: dict[str, dict[str, Any]] = {"ConfigMap": {"data": {"ca.crt": old_ca}}}
+
+    async def read(kind: Any, namespace: str | None, name: str) -> dict[str, Any] | None:
+        assert namespace == "infra"
+        assert (
+            name
+            == {"ConfigMap": "maas-api-red-backend-ca", "Deployment": "maas-api-red"}[kind.kind]
+        )
+        return live.get(kind.kind)
+
+    reconciler.discovery = ApiDiscovery(fetch)
+    monkeypatch.setattr(reconciler.cache, "read", read)
+    names = names_for("red", "red", "maas-default-gateway")
+    new_ca = (tmp_path / "ca.crt").read_text()
+    # The charm's CA changed: a new certificate, while the pods serve one of the old CA.
+    serving = reconciler.serving_cert(None, "maas-api-red")
+    live["Deployment"] = maas_api_deployment("the old certificate")
+    both = await reconciler.backend_ca(serving, names)
+    assert both == certs.trust_bundle(new_ca, old_ca, rolled_out=False) != new_ca
+    # Applied and rolling out: still both.
+    live["ConfigMap"] = {"data": {"ca.crt": both}}
+    live["Deployment"] = maas_api_deployment(serving.fingerprint, observed=1)
+    assert await reconciler.backend_ca(serving, names) == both
+    # Rolled out: the new CA alone.
+    live["Deployment"] = maas_api_deployment(serving.fingerprint)
+    assert await reconciler.backend_ca(serving, names) == new_ca
