@@ -11,7 +11,9 @@ Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
 4. ``delete_tenant_rbac``            owned Roles and owned legacy RoleBindings only
                                        (``tenant_rbac``)
 5. ``release_tenant_namespace``      our labels/annotations removed; the namespace is kept
-6. ``delete_gateway_auth_policy``    unless annotated ``opendatahub.io/managed: "false"``
+6. ``delete_gateway_auth_policy``    unless annotated ``opendatahub.io/managed: "false"``, or
+                                       another tenant holds the Gateway
+                                       (docs/differences.md D27)
 7. ``delete_gateway_claims``         every claim this tenant owns (``gateway_claim``)
 8. ``release_infra_namespace_labels``
 9. ``remove_finalizer``
@@ -229,6 +231,18 @@ class TenantFinalizer:
 
     async def delete_gateway_auth_policy(self, ctx: TenantContext) -> None:
         name = naming.gateway_auth_policy_name(ctx.tenant.name, ctx.gateway_name)
+        holder = await self.claims.held_by_another(ctx)
+        if holder is not None:
+            # A tenant that lost the Gateway to another (docs/differences.md D27).
+            log.info(
+                "aitenant %s/%s: keeping AuthPolicy %s/%s: its Gateway is held by AITenant %s/%s",
+                ctx.tenant.namespace,
+                ctx.tenant.name,
+                ctx.gateway_namespace,
+                name,
+                *holder,
+            )
+            return
         # Create-only and possibly unlabelled: only a cache of the whole namespace knows.
         policy = await self.platform.read(
             kinds.AUTH_POLICY, ctx.gateway_namespace, name, unlabelled=True

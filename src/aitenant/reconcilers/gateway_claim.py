@@ -119,6 +119,18 @@ class GatewayClaims:
             meta.ownerReferences = refs
             await self.client.replace(claim)
 
+    async def held_by_another(self, ctx: TenantContext) -> tuple[str, str] | None:
+        """The AITenant (namespace, name) other than ``ctx``'s that holds the claim on ctx's
+        Gateway; None when this tenant holds it or no one does."""
+        name = naming.claim_name(ctx.gateway_namespace, ctx.gateway_name)
+        claim = await self.reads.get(ConfigMap, name, self.namespace)
+        if claim is None:
+            return None
+        meta = claim.metadata or ObjectMeta()
+        if claim_owned_by(meta, ctx.tenant):
+            return None
+        return claim_owner(meta)
+
     async def delete_gateway_claims(self, tenant: AITenantView, *, keep: str | None = None) -> None:
         """Delete every claim ``tenant`` owns but ``keep`` (already gone is fine)."""
         claims = await self.reads.list(

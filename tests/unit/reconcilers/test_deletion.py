@@ -6,8 +6,9 @@ import datetime as dt
 from typing import Any
 
 import httpx
+import pytest
 
-from aitenant import contract
+from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers.deletion import TenantFinalizer
 from aitenant.reconcilers.revocation import KeyRevoker
@@ -228,3 +229,43 @@ async def test_the_finalizer_is_removed_from_a_fresh_copy_after_a_conflict() -> 
         ("GET", f"{TENANTS}/red"),
         ("PATCH", f"{TENANTS}/red"),
     ]
+
+
+def claim(owner: str) -> dict[str, Any]:
+    """The claim on Gateway gateways/red, held by AITenant ``owner``."""
+    ref = {
+        "apiVersion": contract.API_VERSION,
+        "kind": "AITenant",
+        "name": owner,
+        "uid": f"uid-{owner}",
+        "controller": True,
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": naming.claim_name(GATEWAY_NS, "red"),
+            "namespace": NS,
+            "ownerReferences": [ref],
+        },
+        "data": {"gatewayNamespace": GATEWAY_NS, "gatewayName": "red"},
+    }
+
+
+@pytest.mark.parametrize(("holder", "deleted"), [("red", True), ("green", False), (None, True)])
+async def test_the_gateway_auth_policy_goes_only_with_the_tenant_holding_the_gateway(
+    holder: str | None, deleted: bool
+) -> None:
+    """A tenant that lost its Gateway to another (two created at once, or from before the
+    webhook) leaves the holder's AuthPolicy in place (docs/differences.md D27)."""
+    api = scripted()
+    revoker, _ = maas_api(httpx.Response(200, json={"revokedCount": 0}))
+    policy = f"/apis/kuadrant.io/v1/namespaces/{GATEWAY_NS}/authpolicies/red-maas-auth"
+    api.on("GET", policy, ok({"metadata": {"name": "red-maas-auth", "namespace": GATEWAY_NS}}))
+    api.on("DELETE", policy, ok({}))
+    if holder is not None:
+        api.on("GET", f"{CLAIMS}/{naming.claim_name(GATEWAY_NS, 'red')}", ok(claim(holder)))
+
+    assert await finalize(api, revoker, deleting()) == Done()
+
+    assert (("DELETE", policy) in api.writes) is deleted
