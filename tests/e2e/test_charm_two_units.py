@@ -14,8 +14,8 @@ The switch: the internal CA comes due and the leader rotates it. The leader's co
 serves the new certificate within its hook; the other unit's serves the old one until that
 unit's own hook writes the new files, so the leader must keep the old CA in caBundle until the
 other unit publishes, on the peer relation, that its controller really serves the new
-certificate. Meanwhile a thread sends dry-run AITenant creates through the API server and
-counts every refusal (printed with ``-s``).
+certificate. Meanwhile three threads send dry-run AITenant creates through the API server and
+count every refusal (printed with ``-s``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import base64
 import contextlib
 import dataclasses
 import datetime
+import itertools
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -226,40 +227,65 @@ class Admissions:
 
 
 class Probe:
-    """A dry-run AITenant create every 50 ms (admission runs, nothing is stored), and the
-    number of CAs caBundle holds, sampled after each."""
+    """Dry-run AITenant creates from ``CALLERS`` threads, each every 50 ms (admission runs,
+    nothing is stored), and the number of CAs caBundle holds, sampled by the first.
+
+    Several callers at once, because an API server without per-request webhook load balancing
+    (the ``WebhookRoundTripLoadBalancing`` feature, on by default in 1.37; not in 1.32) picks
+    the endpoint when it dials, and one caller at a time rides one kept-alive connection to one
+    unit. Concurrent admissions need connections of their own, each dialled to a unit at
+    random, as in a cluster."""
+
+    CALLERS = 3
 
     def __init__(self, kubeconfig: Path) -> None:
+        self.kubeconfig = kubeconfig
         self.kube = Client(KubeConfig.from_file(kubeconfig), field_manager="tests")
         self.seen = Admissions()
+        self._count = itertools.count(1)
+        self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._threads = [
+            threading.Thread(target=self._run, args=(caller,), daemon=True)
+            for caller in range(self.CALLERS)
+        ]
 
-    def once(self) -> bool:
-        self.seen.attempted += 1
-        body = samples.aitenant(f"probe-{self.seen.attempted}", AITENANT_NS)
+    def once(self, kube: Client | None = None) -> bool:
+        number = next(self._count)
+        body = samples.aitenant(f"probe-{number}", AITENANT_NS)
         try:
-            self.kube.create(AITenant.from_dict(body), dry_run=True)
+            (kube or self.kube).create(AITenant.from_dict(body), dry_run=True)
         except ApiError as exc:
-            self.seen.refused.append(exc.status.message or str(exc.status.code))
+            with self._lock:
+                self.seen.attempted += 1
+                self.seen.refused.append(exc.status.message or str(exc.status.code))
             return False
+        with self._lock:
+            self.seen.attempted += 1
         return True
 
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.once()
-            with contextlib.suppress(ApiError):
-                self.seen.bundle_sizes.add(len(published_cas(self.kube)))
-            self._stop.wait(0.05)
+    def _run(self, caller: int) -> None:
+        kube = Client(KubeConfig.from_file(self.kubeconfig), field_manager="tests")
+        try:
+            while not self._stop.is_set():
+                self.once(kube)
+                if caller == 0:
+                    with contextlib.suppress(ApiError):
+                        self.seen.bundle_sizes.add(len(published_cas(kube)))
+                self._stop.wait(0.05)
+        finally:
+            lightkube_private.close(kube)
 
     def __enter__(self) -> Admissions:
         self.seen = Admissions()
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self.seen
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
         lightkube_private.close(self.kube)
 
 
