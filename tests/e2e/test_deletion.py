@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import httpx2
@@ -198,6 +199,11 @@ async def test_unreachable_maas_api_blocks_deletion_until_it_answers(
             )
 
         await eventually(warned)
+        # It stays blocked while it retries, never back through DeletionInProgress
+        # (docs/differences.md D28).
+        for _ in range(20):
+            await asyncio.sleep(0.1)
+            assert ready(await get_tenant(kube, name))["reason"] == "DeletionBlocked"
     finally:
         maas_api.fail_status = None
     await wait_gone(kube, name, timeout=60)

@@ -4,7 +4,8 @@ Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
 
 0. deletion timeout reached → ``force_cleanup`` (CleanupForced, one best-effort pass, no
    revocation, finalizer removed)
-1. status Terminating/DeletionInProgress
+1. status Terminating/DeletionInProgress, unless it is DeletionBlocked: a blocked deletion
+   stays so, one write and one Event, while it retries (docs/differences.md D28)
 2. ``ensure_api_keys_revoked``       → DeletionBlocked naming the URL and cause; retried
 3. ``delete_tenant_config``          its ``tenant-cleanup`` finalizer runs the MaaS cleanup;
                                        we wait (requeue) until it is gone
@@ -107,15 +108,15 @@ class TenantFinalizer:
             return await self.force_cleanup(ctx, status)
 
         status.status["tenantNamespace"] = tns
-        status.set_phase(
-            contract.PHASE_TERMINATING,
-            Reason.DELETION_IN_PROGRESS,
-            contract.Message.DELETION_IN_PROGRESS,
-        )
+        if conditions.ready_reason(status.status) != Reason.DELETION_BLOCKED:
+            # A blocked deletion stays so while it retries (docs/differences.md D28).
+            mark_in_progress(status)
         await status.flush()
         try:
             await self.ensure_api_keys_revoked(ctx, status)
             if not await self.delete_tenant_config(ctx):
+                mark_in_progress(status)  # past what can block: waiting for the MaaS cleanup
+                await status.flush()
                 return RequeueAfter(REQUEUE_CONFIG_CLEANUP)
             await self.roles.delete_tenant_rbac(ctx)
             await self.release_tenant_namespace(ctx)
@@ -169,6 +170,7 @@ class TenantFinalizer:
             message=contract.Message.API_KEYS_REVOKED.format(count=count),
             generation=tenant.generation,
         )
+        mark_in_progress(status)  # no longer blocked by the revocation, if it was
         # Recorded at once so that a restart after this point never revokes again.
         await status.flush()
 
@@ -345,3 +347,11 @@ class TenantFinalizer:
             "aitenant %s/%s: deletion timeout, finalizer removed", tenant.namespace, tenant.name
         )
         return Done()
+
+
+def mark_in_progress(status: StatusWriter) -> None:
+    status.set_phase(
+        contract.PHASE_TERMINATING,
+        Reason.DELETION_IN_PROGRESS,
+        contract.Message.DELETION_IN_PROGRESS,
+    )

@@ -130,6 +130,24 @@ async def test_a_failed_revocation_blocks_the_deletion_and_is_retried_with_backo
     assert ("PATCH", f"{TENANTS}/red") not in api.writes, "the finalizer stays"
     assert ("GET", f"{CONFIG}/default-tenant") not in api.requests(), "no step after it ran"
 
+    # The retry fails the same way: the status stays DeletionBlocked, nothing is written
+    # (no flapping through DeletionInProgress, no second Event: docs/differences.md D28).
+    blocked = {**deleting(), "status": status}
+    retry = scripted()
+    assert isinstance(await finalize(retry, revoker, blocked), Retry)
+    assert retry.writes == []
+
+    # Once maas-api answers, the keys are revoked and the deletion is in progress again.
+    ok_revoker, _ = maas_api(httpx.Response(200, json={"revokedCount": 1}))
+    retry.on("GET", f"{CONFIG}/default-tenant", ok(owned_config("x")))
+    retry.on("PATCH", f"{CONFIG}/default-tenant", ok(owned_config("x")))
+    retry.on("DELETE", f"{CONFIG}/default-tenant", ok({}))
+    assert await finalize(retry, ok_revoker, blocked) == RequeueAfter(5)
+    now = last_status(retry)
+    assert (now["phase"], ready(now)["reason"]) == ("Terminating", "DeletionInProgress")
+    assert retry.writes[0] == ("UPDATE", f"{TENANTS}/red/status"), "one write for both"
+    assert len(retry.bodies("UPDATE", f"{TENANTS}/red/status")) == 1
+
 
 def owned_config(*finalizers: str) -> dict[str, Any]:
     return {
