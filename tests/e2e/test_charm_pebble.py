@@ -20,7 +20,7 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -64,15 +64,25 @@ def figure(name: str, value: float) -> None:
 # --- The cluster, and a receiver speaking Loki's push API -----------------------------------
 
 
-@pytest.fixture(scope="module")
-def pebble_cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(extra_users=[APP_USER]) as local:
+@contextlib.contextmanager
+def charm_cluster(
+    app_user: User, namespaces: Iterable[str], **options: Any
+) -> Iterator[LocalCluster]:
+    """A control plane for a charm under test: its app's user, ``namespaces``, and every CRD
+    of other projects (real ones and stand-ins); ``options`` go to ``LocalCluster``."""
+    with LocalCluster(extra_users=[app_user], **options) as local:
         kube = Client(KubeConfig.from_file(local.kubeconfig), field_manager="tests")
-        for name in (MODEL, INFRA_NS, "ai-tenants", "gateways"):
+        for name in namespaces:
             with contextlib.suppress(ApiError):
                 kube.create(Namespace(metadata=ObjectMeta(name=name)))
         install_crds(kube, crds.third_party_and_stand_ins())
         lightkube_private.close(kube)
+        yield local
+
+
+@pytest.fixture(scope="module")
+def pebble_cluster() -> Iterator[LocalCluster]:
+    with charm_cluster(APP_USER, (MODEL, INFRA_NS, "ai-tenants", "gateways")) as local:
         yield local
 
 

@@ -40,7 +40,7 @@ from lightkube.models import core_v1, discovery_v1
 from lightkube.models.core_v1 import ServicePort, ServiceSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
-from lightkube.resources.core_v1 import Endpoints, Namespace, Service
+from lightkube.resources.core_v1 import Endpoints, Service
 from lightkube.resources.discovery_v1 import EndpointSlice
 from ops import testing
 
@@ -49,13 +49,13 @@ from aitenant_charm import lightkube_private, pebble_layer, pki, webhook_trust
 from aitenant_charm.cluster import cluster_scoped_name
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import METRICS_PORT, SERVICE, WEBHOOK_PORT
-from tests.harness import crds, samples
+from tests.harness import samples
 from tests.harness.cluster import LocalCluster, User, free_port
 from tests.unit.charm.juju_model import APP, Deployment
 
 from .pod_network import Forwarder, Pod, kubeconfig_via, pod
 from .real_pebble import RealPebble, real_pebble
-from .test_charm_pebble import install_crds
+from .test_charm_pebble import charm_cluster
 
 pytestmark = pytest.mark.e2e
 
@@ -136,13 +136,8 @@ class PodDeployment(Deployment):
 @pytest.fixture(scope="module")
 def cluster() -> Iterator[LocalCluster]:
     # Aggregator routing: the API server calls the webhook Service's endpoints (no kube-proxy).
-    with LocalCluster(extra_users=[APP_USER], aggregator_routing=True) as local:
-        kube = Client(KubeConfig.from_file(local.kubeconfig), field_manager="tests")
-        for name in (MODEL, AITENANT_NS, "maas-infra", "gateways"):
-            with contextlib.suppress(ApiError):
-                kube.create(Namespace(metadata=ObjectMeta(name=name)))
-        install_crds(kube, crds.third_party_and_stand_ins())
-        lightkube_private.close(kube)
+    namespaces = (MODEL, AITENANT_NS, "maas-infra", "gateways")
+    with charm_cluster(APP_USER, namespaces, aggregator_routing=True) as local:
         yield local
 
 
