@@ -146,17 +146,19 @@ class FirstRollouts:
         self._deadlines.pop(key, None)
 
 
+def observed(deployment: Obj) -> bool:
+    """The deployment controller has seen the Deployment's current generation."""
+    generation = int(deployment.get("metadata", {}).get("generation") or 0)
+    return int((deployment.get("status") or {}).get("observedGeneration") or 0) >= generation
+
+
 def deployment_available(obj: Obj | None) -> bool:
     """Available=True, observed at the Deployment's current generation."""
-    if obj is None:
-        return False
-    status = obj.get("status") or {}
-    generation = int(obj.get("metadata", {}).get("generation") or 0)
-    if int(status.get("observedGeneration") or 0) < generation:
+    if obj is None or not observed(obj):
         return False
     return any(
         c.get("type") == "Available" and c.get("status") == "True"
-        for c in status.get("conditions") or []
+        for c in (obj.get("status") or {}).get("conditions") or []
     )
 
 
@@ -170,10 +172,9 @@ def rolled_out_with(deployment: Obj | None, fingerprint: str) -> bool:
     annotations = (template.get("metadata") or {}).get("annotations") or {}
     if annotations.get(contract.ANNOTATION_SERVING_CERT_SHA256) != fingerprint:
         return False
-    status = deployment.get("status") or {}
-    generation = int(deployment.get("metadata", {}).get("generation") or 0)
-    if int(status.get("observedGeneration") or 0) < generation:
+    if not observed(deployment):
         return False
+    status = deployment.get("status") or {}
     return int(status.get("updatedReplicas") or 0) >= int(status.get("replicas") or 0)
 
 
