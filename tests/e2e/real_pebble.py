@@ -9,9 +9,9 @@ namespace, so that:
 
 - ``/etc/aitenant`` (where the charm writes the certificate files) is this instance's own
   folder: two units on one machine do not share it;
-- the folders the controller needs (this test's virtual environment and its base Python,
-  which live under folders only root may enter) are visible to that user, and nothing else
-  under them is.
+- the folders the controller needs (this test's virtual environment, the source its
+  editable install points at, and its base Python, which may live under folders only root may
+  enter) are visible to that user, and nothing else under them is.
 
 The binary comes from ``scripts/build-control-plane.sh`` (``tools/pebble/go.mod`` pins the
 version); the test command puts its folder on ``PATH``. A missing binary fails the test.
@@ -81,6 +81,19 @@ def _hidden_by(path: Path) -> Path | None:
         if not parent.stat().st_mode & stat.S_IXOTH:
             return parent
     return None
+
+
+def _pth_folders(venv: Path) -> list[Path]:
+    """Folders the virtual environment's ``.pth`` files add to ``sys.path``: where an editable
+    install's source lives (the checkout's ``src``, which may sit under a folder only root may
+    enter, such as a ``mktemp -d`` clone)."""
+    found: list[Path] = []
+    for pth in venv.glob("lib/python*/site-packages/*.pth"):
+        for line in pth.read_text().splitlines():
+            folder = Path(line.strip())
+            if folder.is_absolute() and folder.is_dir():
+                found.append(folder)
+    return found
 
 
 def _namespace_script(stashes: Path, expose: list[Path], etc_aitenant: Path) -> str:
@@ -153,7 +166,7 @@ class RealPebble:
         script.write_text(
             _namespace_script(
                 self._stashes,
-                [venv, base_python, self.binary.parent, self.workdir],
+                [venv, *_pth_folders(venv), base_python, self.binary.parent, self.workdir],
                 self.etc_aitenant,
             )
         )
