@@ -29,6 +29,7 @@ DNS1123_LABEL_DOTS_ERROR: Final = "must not contain dots"
 
 # The Gateway AuthPolicy of the default tenant's platform (docs/platform.md §8).
 DEFAULT_GATEWAY_AUTH_POLICY: Final = "maas-gateway-auth"
+GATEWAY_AUTH_POLICY_SUFFIX: Final = "-maas-auth"
 
 _HASH_LEN: Final = 8
 _CLAIM_HASH_LEN: Final = 32
@@ -50,6 +51,23 @@ def tenant_namespace_for(name: str, subscription_namespace: str) -> str:
     ):
         return subscription_namespace or contract.DEFAULT_SUBSCRIPTION_NAMESPACE
     return contract.TENANT_NAMESPACE_PREFIX + name
+
+
+def tenants_for_namespace(namespace: str, subscription_namespace: str) -> list[str]:
+    """The AITenant names whose tenant namespace ``namespace`` can be (``tenant_namespace_for``
+    inverted), most likely first: only platform administrators choose these names, so a
+    namespace, unlike a tenant admin's labels, says whose config it holds. Two names only for
+    ``--maas-subscription-namespace`` when an AITenant is named like it (docs/contract.md §3.1).
+    """
+    shared = subscription_namespace or contract.DEFAULT_SUBSCRIPTION_NAMESPACE
+    if namespace == shared:
+        names = [contract.DEFAULT_TENANT_NAME, shared]
+        return sorted(set(names), key=names.index)
+    prefix = contract.TENANT_NAMESPACE_PREFIX
+    name = namespace[len(prefix) :] if namespace.startswith(prefix) else ""
+    if name and tenant_namespace_for(name, subscription_namespace) == namespace:
+        return [name]
+    return []
 
 
 def gateway_ref_for(obj: Mapping[str, Any], gateway_namespace: str) -> tuple[str, str]:
@@ -119,7 +137,8 @@ def gateway_auth_policy_name(tenant: str, gateway_name: str) -> str:
     else one per Gateway (docs/platform.md §8)."""
     if not tenant_suffix(tenant):
         return DEFAULT_GATEWAY_AUTH_POLICY
-    return f"{gateway_name}-maas-auth"
+    # Bounded like the other derived names, so any Gateway name (a DNS label) gives one.
+    return bounded_name("", gateway_name, GATEWAY_AUTH_POLICY_SUFFIX, DNS1123_LABEL_MAX_LENGTH)
 
 
 def dns1123_label_errors(value: str) -> list[str]:

@@ -117,7 +117,7 @@ def expected_platform(tenant: str) -> set[tuple[str, str, str]]:
         ("Deployment", INFRA_NS, f"maas-api-{tenant}"),
         ("Service", INFRA_NS, f"maas-api-{tenant}"),
         ("NetworkPolicy", INFRA_NS, f"maas-api-{tenant}"),
-        ("NetworkPolicy", INFRA_NS, f"maas-api-key-cleanup-{tenant}"),
+        ("NetworkPolicy", INFRA_NS, f"maas-key-cleanup-{tenant}"),
         ("HTTPRoute", INFRA_NS, f"maas-api-route-{tenant}"),
         # The e2e cluster serves BackendTLSPolicy (Gateway API's standard CRDs).
         ("ConfigMap", INFRA_NS, f"maas-api-{tenant}-backend-ca"),
@@ -552,9 +552,9 @@ async def test_network_policies_read_back(
         "rh-connectivity-link",
     )
 
-    cleanup = f"maas-api-key-cleanup-{name}"
+    cleanup = f"maas-key-cleanup-{name}"
     policy = await get(kube, kinds.NETWORK_POLICY, cleanup, INFRA_NS)
-    cronjob = await get(kube, kinds.CRONJOB, cleanup, INFRA_NS)
+    cronjob = await get(kube, kinds.CRONJOB, f"maas-api-key-cleanup-{name}", INFRA_NS)
     job_pod_labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
     spec = policy["spec"]
     assert spec["podSelector"] == {"matchLabels": {contract.LABEL_TENANT_INSTANCE: cleanup}}

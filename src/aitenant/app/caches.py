@@ -13,12 +13,10 @@ from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers.watches import (
     CLAIM_OWNER_INDEX,
-    CONFIG_OWNER_INDEX,
     GATEWAY_INDEX,
     TenantsByGateway,
     claim_owner_names,
     gateway_index_key,
-    owner_index_key,
 )
 from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.informer import Informer, Obj
@@ -94,7 +92,6 @@ def build_caches(settings: Settings, client: AsyncClient, metrics: Metrics) -> C
         lambda o: [gateway_index_key(*naming.gateway_ref_for(o, settings.gateway_namespace))],
     )
     configs = Informer(client, MaasTenantConfig)
-    configs.add_index(CONFIG_OWNER_INDEX, owner_index_key)
     claims = Informer(
         client,
         ConfigMap,

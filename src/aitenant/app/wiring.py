@@ -38,7 +38,7 @@ def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     caches = build_caches(settings, client, metrics)
     controllers = build_controllers(settings, client, metrics, caches)
     # Which informer events queue which keys (reconcilers/watches.py).
-    requeue_aitenants(controllers.aitenant, caches)
+    requeue_aitenants(controllers.aitenant, caches, settings)
     requeue_configs(controllers.config, caches, settings)
     if controllers.bootstrap is not None:
         wake_bootstrap(controllers.bootstrap, caches, settings)

@@ -13,7 +13,8 @@
 * ``delete_tracked``: the tenant's platform cleanup when its MaasTenantConfig goes away.
 
 Objects annotated ``opendatahub.io/managed: "false"``, and objects another controller owns (a
-controller ownerReference, as upstream), are never written, pruned or deleted.
+controller ownerReference, as upstream), are never written, pruned or deleted; nor is an object
+whose tracking labels name another tenant (``OtherTenantsObject``, docs/contract.md §3.7).
 
 An object of ours that someone else made (another controller, before a takeover) is invisible
 to the label-selected caches, so it is applied as if absent: the apply adopts it (logged with
@@ -65,13 +66,34 @@ PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount"})
 class ApplyError(Exception):
     """An object could not be written; the message names it and the API's answer."""
 
-    def __init__(self, message: str, cause: ApiError) -> None:
+    def __init__(self, message: str, cause: ApiError | None) -> None:
         super().__init__(message)
         self.cause = cause
 
     @property
     def transient(self) -> bool:
-        return is_transient(self.cause)
+        return self.cause is not None and is_transient(self.cause)
+
+
+class OtherTenantsObject(ApplyError):
+    """An object we render already serves another tenant (its tracking labels say whose): it is
+    never taken over, whatever name collision or edit brought the two together."""
+
+    def __init__(self, manifest: Manifest, owner: tuple[str, str]) -> None:
+        tenant, namespace = owner
+        super().__init__(
+            f"{manifest} belongs to tenant {tenant} ({contract.LABEL_TENANT_NAMESPACE}="
+            f"{namespace}) and is not taken over",
+            None,
+        )
+
+
+def tenant_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(tenant name, tenant namespace) of a platform object's tracking labels, if it has any."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    name: str = labels.get(contract.LABEL_TENANT_NAME) or ""
+    namespace: str = labels.get(contract.LABEL_TENANT_NAMESPACE) or ""
+    return (name, namespace) if name or namespace else None
 
 
 class ForeignObject(ApplyError):
@@ -216,6 +238,8 @@ class Applier:
                 report.unchanged += 1
                 return live
             return await self._create(manifest, report)
+        if live is not None and (owner := tenant_of(live)) and owner != tenant_of(manifest.obj):
+            raise OtherTenantsObject(manifest, owner)
         if live is not None and covers(live, manifest.obj):
             report.unchanged += 1
             return live

@@ -120,7 +120,10 @@ class PlatformNames:
     api: str  # ServiceAccount, Deployment, Service, NetworkPolicy, ClusterRoleBinding
     serving_cert: str
     route: str
-    cleanup: str
+    cleanup: str  # the CronJob
+    # The cleanup pods' tenant-instance label and their NetworkPolicy: a prefix no ``api``
+    # name can have, so no tenant's name makes it another tenant's (docs/platform.md §13).
+    cleanup_instance: str
     rate_limit: str
     telemetry: str
     backend_ca: str  # the ConfigMap of the BackendTLSPolicy (named like the Service)
@@ -143,6 +146,7 @@ def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> Plat
             if is_default
             else naming.bounded_name("maas-api-key-cleanup-", tenant, "", CRONJOB_NAME_MAX)
         ),
+        cleanup_instance=f"maas-key-cleanup{suffix}",
         rate_limit=f"gateway-default-deny{suffix}",
         telemetry=f"maas-telemetry{suffix}",
         backend_ca=f"maas-api{suffix}-backend-ca",
@@ -318,13 +322,13 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "names": names,
         "selector": selector,
         "pod_labels": {**common_labels(ctx), **selector},
-        "cleanup_selector": {contract.LABEL_TENANT_INSTANCE: names.cleanup},
+        "cleanup_selector": {contract.LABEL_TENANT_INSTANCE: names.cleanup_instance},
         "telemetry_labels": telemetry_labels(ctx.telemetry) if ctx.telemetry else {},
         "cleanup_pod_labels": {
             **common_labels(ctx),
             contract.LABEL_APP_NAME: "maas-api-cleanup",
             contract.LABEL_COMPONENT: "cleanup",
-            contract.LABEL_TENANT_INSTANCE: names.cleanup,
+            contract.LABEL_TENANT_INSTANCE: names.cleanup_instance,
         },
         "cert_annotation": contract.ANNOTATION_SERVING_CERT_SHA256,
         "port": MAAS_API_PORT,

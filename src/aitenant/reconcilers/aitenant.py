@@ -316,8 +316,8 @@ class AITenantReconciler:
                 Reason.TENANT_CONFIG_RECONCILE_FAILED,
                 f"{ref} is being deleted; waiting for cleanup to finish before recreating",
             )
-        if ownership.managed_by_other(
-            meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace
+        if ownership.managed_by_rival(
+            meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace, self.rivals(ns)
         ):
             raise StepFailed(
                 Reason.TENANT_CONFIG_RECONCILE_FAILED, f"{ref} is managed by another AITenant"
@@ -339,6 +339,12 @@ class AITenantReconciler:
                 ) from None
         await self.legacy.retire_legacy_tenant(ctx, config)
         return config
+
+    def rivals(self, tenant_namespace: str) -> list[str]:
+        """The AITenants that could own a config in ``tenant_namespace``."""
+        return naming.tenants_for_namespace(
+            tenant_namespace, self.settings.maas_subscription_namespace
+        )
 
     async def _create_tenant_config(self, ctx: TenantContext, ref: str) -> Obj:
         """Create the config (with the legacy Tenant's settings), or read back the one that

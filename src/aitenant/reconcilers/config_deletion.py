@@ -18,7 +18,7 @@ from collections.abc import Callable
 
 from lightkube import ApiError, AsyncClient
 
-from aitenant import contract
+from aitenant import contract, naming
 from aitenant.errors import is_not_found
 from aitenant.platform.apply import Applier
 from aitenant.platform.prune import Tenant, TrackedObjects
@@ -82,14 +82,28 @@ class ConfigCleanup:
         return remaining
 
     async def delete_platform(self, config: Obj) -> bool:
-        """Every platform object carrying the tenant's tracking labels; True once all are gone."""
-        name = labels_of(config).get(contract.LABEL_TENANT_NAME)
-        if not name:
-            return True  # never rendered anything
-        tenant = Tenant(name, config["metadata"]["namespace"])
+        """Every platform object carrying the tenant's tracking labels; True once all are gone.
+        The tenant is the one the config's namespace belongs to (``cleanup_identity``), so what
+        a tenant admin wrote on the config meanwhile cannot hide any of it."""
+        tenant = cleanup_identity(config, self.settings)
+        if tenant is None:
+            return True  # not a tenant namespace: nothing was ever rendered for it
         # Upstream deletes in the controller's gateway namespace too (docs/contract.md §5.4).
         found = await self.tracked.find(tenant, self.settings.gateway_namespace)
         return await self.applier.delete_tracked(found)
+
+
+def cleanup_identity(config: Obj, settings: Settings) -> Tenant | None:
+    """The tenant whose platform a deleting config takes away: the AITenant its namespace
+    belongs to (its owner may be gone by now). Only where two AITenants can map to one
+    namespace (one named like --maas-subscription-namespace) does the tenant-name label choose
+    between those two, never beyond them."""
+    namespace = config["metadata"]["namespace"]
+    names = naming.tenants_for_namespace(namespace, settings.maas_subscription_namespace)
+    if not names:
+        return None
+    labelled = labels_of(config).get(contract.LABEL_TENANT_NAME)
+    return Tenant(labelled if labelled in names else names[0], namespace)
 
 
 async def remove_finalizer(

@@ -9,48 +9,68 @@ from __future__ import annotations
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform.render import DEFAULT_MAX_EXPIRATION_DAYS, Telemetry
-from aitenant.resources import Obj, annotations_of, labels_of
+from aitenant.reconcilers import ownership
+from aitenant.resources import AITenantView, Obj, annotations_of, labels_of
 
 Reason = contract.ConfigReason
 
 
-def tenant_identity(config: Obj) -> str:
-    """The tenant a config belongs to (its ``tenant-name`` label), or StepFailed."""
+def owner_labels(owner: AITenantView, tenant_namespace: str) -> dict[str, str]:
+    """The labels of a config that say whose it is, as its owner stamps them."""
+    return {
+        contract.LABEL_MANAGED_BY_AITENANT: "true",
+        contract.LABEL_TENANT_NAME: owner.name,
+        contract.LABEL_TENANT_NAMESPACE: tenant_namespace,
+    }
+
+
+def check_identity(config: Obj, owner: AITenantView) -> str:
+    """The tenant a config serves, ``owner``'s name, once every label and annotation that says
+    whose it is agrees; else StepFailed naming the first that does not (docs/contract.md
+    §3.7). ``owner`` comes from the config's namespace, which only a platform administrator
+    chooses; the labels and annotations are the tenant admin's to write, so they are checked,
+    never believed, and nothing is rendered, applied or pruned from a config that disagrees.
+    """
     meta = config["metadata"]
-    ref = f"tenant {meta['namespace']}/{meta['name']}"
-    labels = labels_of(config)
-    name = labels.get(contract.LABEL_TENANT_NAME, "")
-    if not name:
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG,
-            f"{ref} has {contract.LABEL_MANAGED_BY_AITENANT}=true but "
-            f"{contract.LABEL_TENANT_NAME} is missing or empty",
-        )
-    if name == contract.DEFAULT_TENANT_NAME and (
-        meta["name"] != contract.TENANT_CONFIG_NAME
-        or labels.get(contract.LABEL_TENANT_NAMESPACE) != meta["namespace"]
-    ):
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG,
-            f"{ref} claims the default tenant {contract.DEFAULT_TENANT_NAME}, which only "
-            f"{contract.TENANT_CONFIG_NAME} labelled with its own namespace may do",
-        )
-    return name
+    namespace = meta["namespace"]
+    expected = (
+        ("label", labels_of(config), owner_labels(owner, namespace)),
+        (
+            "annotation",
+            annotations_of(config),
+            ownership.tenant_annotations(owner.name, owner.namespace),
+        ),
+    )
+    for what, have, want in expected:
+        for key, value in want.items():
+            if have.get(key) != value:
+                found = f'is "{have[key]}"' if key in have else "is missing"
+                raise StepFailed(
+                    Reason.INVALID_TENANT_CONFIG,
+                    f'{what} {key} {found}; expected "{value}": MaasTenantConfig '
+                    f"{namespace}/{meta['name']} belongs to AITenant {owner.namespace}/"
+                    f"{owner.name}, whose tenant namespace this is; nothing is rendered from it "
+                    "until the AITenant's next pass puts the value back",
+                )
+    return owner.name
 
 
 def replicas_for(config: Obj, default: int) -> int:
+    """The annotation's replica count, within the reference's bounds; refused outside them
+    (one tenant admin's typo must not scale a Deployment to thousands of pods)."""
     raw = annotations_of(config).get(contract.ANNOTATION_MAAS_API_REPLICAS)
     if raw is None:
         return default
+    low, high = contract.MAAS_API_REPLICAS_MIN, contract.MAAS_API_REPLICAS_MAX
     try:
         value = int(raw)
     except ValueError:
-        value = -1
-    if value < 0:
+        value = low - 1
+    if not low <= value <= high:
         raise StepFailed(
             Reason.INVALID_TENANT_CONFIG,
-            f'annotation {contract.ANNOTATION_MAAS_API_REPLICAS}="{raw}" is not a '
-            "non-negative integer",
+            f'annotation {contract.ANNOTATION_MAAS_API_REPLICAS}="{raw}" is not a whole number '
+            f"from {low} to {high}",
         )
     return value
 

@@ -181,8 +181,11 @@ class TenantFinalizer:
         if config is None:
             return True
         meta = config["metadata"]
-        if not ownership.owned_by(meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace):
-            return True
+        rivals = naming.tenants_for_namespace(ns, self.settings.maas_subscription_namespace)
+        if ownership.managed_by_rival(
+            meta.get("annotations"), ctx.tenant.name, ctx.tenant.namespace, rivals
+        ):
+            return True  # not ours: its namespace, not its annotations, says whose it is
         if meta.get("deletionTimestamp"):
             return False
         # Guarantees the MaaS cleanup runs before the config disappears.

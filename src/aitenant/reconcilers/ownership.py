@@ -57,6 +57,20 @@ def managed_by_other(annotations: Mapping[str, str] | None, name: str, namespace
     return has_owner_annotations(annotations) and not owned_by(annotations, name, namespace)
 
 
+def managed_by_rival(
+    annotations: Mapping[str, str] | None, name: str, namespace: str, rivals: list[str]
+) -> bool:
+    """Managed by another AITenant that could own the same tenant namespace (``rivals``, from
+    ``naming.tenants_for_namespace``). Owner annotations naming anyone else on a tenant's
+    config are a tenant admin's edit: put back, never obeyed (docs/contract.md §3.7)."""
+    ann = annotations or {}
+    return (
+        managed_by_other(ann, name, namespace)
+        and ann.get(contract.ANNOTATION_AITENANT_NAMESPACE) == namespace
+        and ann.get(contract.ANNOTATION_AITENANT_NAME) in rivals
+    )
+
+
 def missing_metadata(
     current: Mapping[str, str] | None, desired: Mapping[str, str]
 ) -> dict[str, str]:

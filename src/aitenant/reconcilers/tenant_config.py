@@ -11,7 +11,9 @@ it can get is the removal of a cleanup finalizer an older controller left on it
 A live config in scope, in order (each failure sets Ready=False with the reason in brackets):
 
 1. ``ensure_finalizer``        ``maas.opendatahub.io/tenant-cleanup``, so the cleanup runs
-2. ``tenant_identity``         the ``tenant-name`` label                 [InvalidTenantConfig]
+2. ``owner_of``                the AITenant whose tenant namespace holds  [InvalidTenantConfig]
+   ``check_identity``          the config; our labels and annotations
+                               agree with it (docs/contract.md §3.7)
 3. ``platform_context``        owning AITenant's status.gatewayRef;       [InvalidGateway]
                                the Gateway must exist                     [GatewayNotReady]
 4. ``telemetry_of``            spec.telemetry switches are booleans       [InvalidTenantConfig]
@@ -51,7 +53,7 @@ from typing import Any
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Secret
 
-from aitenant import contract
+from aitenant import contract, naming
 from aitenant.errors import StepFailed
 from aitenant.platform import certs, kinds
 from aitenant.platform.apply import Applier, ApplyError, ApplyReport, is_unmanaged
@@ -70,10 +72,10 @@ from aitenant.platform.render import (
 from aitenant.reconcilers import conditions
 from aitenant.reconcilers.config_deletion import remove_finalizer
 from aitenant.reconcilers.config_spec import (
+    check_identity,
     max_expiration_days,
     replicas_for,
     telemetry_of,
-    tenant_identity,
 )
 from aitenant.reconcilers.finalizers import ensure_finalizer
 from aitenant.reconcilers.status import StatusWriter
@@ -84,7 +86,6 @@ from aitenant.resources import (
     Gateway,
     MaasTenantConfig,
     Obj,
-    annotations_of,
 )
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.reads import CachedReads
@@ -263,8 +264,9 @@ class TenantConfigReconciler:
         return result
 
     async def _reconcile_live(self, key: Key, config: Obj, status: StatusWriter) -> Result:
-        tenant = Tenant(tenant_identity(config), config["metadata"]["namespace"])
-        owner, gw_namespace, gw_name = await self.platform_context(config)
+        owner = await self.owner_of(config)
+        tenant = Tenant(check_identity(config, owner), config["metadata"]["namespace"])
+        gw_namespace, gw_name = await self.platform_context(owner)
         telemetry = telemetry_of(config)
         await self.check_inputs(telemetry)
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
@@ -305,31 +307,39 @@ class TenantConfigReconciler:
         return self.rollout_readiness(key, report, names, status)
 
     # -- steps ---------------------------------------------------------------------------------
-    async def platform_context(self, config: Obj) -> tuple[AITenantView, str, str]:
-        """The owning AITenant and its Gateway (namespace, name), which must exist."""
-        meta = config["metadata"]
-        annotations = annotations_of(config)
-        name = annotations.get(contract.ANNOTATION_AITENANT_NAME, "")
-        namespace = annotations.get(contract.ANNOTATION_AITENANT_NAMESPACE, "")
-        if not name or not namespace:
+    async def owner_of(self, config: Obj) -> AITenantView:
+        """The AITenant whose tenant namespace holds the config: found from the namespace and
+        the AITenant's status.tenantNamespace (facts only a platform administrator and the
+        controller write), never from the config's own labels or annotations."""
+        namespace = config["metadata"]["namespace"]
+        aitenant_namespace = self.settings.aitenant_namespace
+        names = naming.tenants_for_namespace(namespace, self.settings.maas_subscription_namespace)
+        for name in names:
+            obj = self.get_tenant(aitenant_namespace, name)
+            if obj is None or _tenant_namespace(obj) != namespace:
+                # The informer may not have seen the AITenant's latest status yet.
+                obj = await self.reads.get(AITenant, name, aitenant_namespace)
+            if obj is not None and _tenant_namespace(obj) == namespace:
+                return AITenantView(obj)
+        expected = (
+            f"AITenant {aitenant_namespace}/{names[0]} with status.tenantNamespace={namespace}"
+            if names
+            else f"a tenant namespace ({contract.TENANT_NAMESPACE_PREFIX}<name>)"
+        )
+        raise StepFailed(
+            Reason.INVALID_TENANT_CONFIG,
+            f"MaasTenantConfig {namespace}/{config['metadata']['name']} belongs to no AITenant: "
+            f"expected {expected}",
+        )
+
+    async def platform_context(self, owner: AITenantView) -> tuple[str, str]:
+        """The owning AITenant's Gateway (namespace, name), which must exist."""
+        if not _has_gateway_ref(owner.obj):
             raise StepFailed(
                 Reason.INVALID_GATEWAY,
-                f"MaasTenantConfig {meta['namespace']}/{meta['name']} does not name its "
-                f"AITenant ({contract.ANNOTATION_AITENANT_NAME}, "
-                f"{contract.ANNOTATION_AITENANT_NAMESPACE})",
+                f"AITenant {owner.namespace}/{owner.name} status.gatewayRef is not ready",
             )
-        obj = self.get_tenant(namespace, name)
-        if obj is None or not _has_gateway_ref(obj):
-            # The informer may not have seen the AITenant's latest status yet.
-            obj = await self.reads.get(AITenant, name, namespace)
-        if obj is None:
-            raise StepFailed(Reason.INVALID_GATEWAY, f"AITenant {namespace}/{name} not found")
-        if not _has_gateway_ref(obj):
-            raise StepFailed(
-                Reason.INVALID_GATEWAY,
-                f"AITenant {namespace}/{name} status.gatewayRef is not ready",
-            )
-        ref = obj["status"]["gatewayRef"]
+        ref = owner.status["gatewayRef"]
         gw_ns, gw_name = ref["namespace"], ref["name"]
         if await self.reads.get(Gateway, gw_name, gw_ns) is None:
             raise StepFailed(
@@ -338,7 +348,7 @@ class TenantConfigReconciler:
                 "enabling MaaS platform reconcile",
                 phase=contract.PHASE_PENDING,
             )
-        return AITenantView(obj), gw_ns, gw_name
+        return gw_ns, gw_name
 
     async def check_inputs(self, telemetry: Telemetry | None) -> None:
         """Flags, served APIs and the DB Secret."""
@@ -434,7 +444,7 @@ class TenantConfigReconciler:
 
     def _apply_failed(self, key: Key, exc: ApplyError) -> Exception:
         self.tracked.forget(key)
-        if exc.transient:  # retried soon, with backoff; nothing to tell the tenant yet
+        if exc.transient and exc.cause is not None:  # retried soon, with backoff; no status yet
             return exc.cause
         return StepFailed(Reason.APPLY_FAILED, str(exc))
 
@@ -482,6 +492,10 @@ class TenantConfigReconciler:
         return self.cache.get(
             manifest.kind, manifest.namespace, manifest.name, unlabelled=manifest.create_only
         )
+
+
+def _tenant_namespace(obj: Obj) -> str | None:
+    return (obj.get("status") or {}).get("tenantNamespace")
 
 
 def _has_gateway_ref(obj: Obj) -> bool:

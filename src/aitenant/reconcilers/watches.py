@@ -4,13 +4,13 @@ settings); the handlers (``requeue_aitenants``, ``requeue_configs``, ``wake_boot
 enqueue, no I/O. ``app`` calls each once, before the informers start.
 
 - ``aitenant`` controller: ``tenant_changed``, or a status someone else wrote
-  (``status_overwritten``); a config or Role names its AITenant through the
-  owner annotations (``annotated_owner``); a Gateway, and a claim on it going, through the
-  ``gateway`` index.
+  (``status_overwritten``); a config through its namespace (``owners_of_config``), a Role
+  through the owner annotations (``annotated_owner``); a Gateway, and a claim on it going,
+  through the ``gateway`` index.
 - ``maastenantconfig`` controller: configs it serves (``in_scope``) or must strip a leftover
   finalizer from (``wanted``), on any change but a status-only one of ours (``config_changed``,
   ``status_overwritten``); the
-  owning AITenant's status.gatewayRef (``platform_context_changed``, ``owner_index_key``); a
+  owning AITenant's status.gatewayRef (``platform_context_changed``, ``config_key_of_tenant``); a
   platform object's tracking labels (``tracked_config_key``).
 """
 
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Protocol
 
-from aitenant import contract
+from aitenant import contract, naming
 from aitenant.reconcilers import conditions
 from aitenant.resources import Obj, annotations_of, labels_of
 from aitenant.runtime.controller import Key
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from aitenant.runtime.informer import Informer
 
 GATEWAY_INDEX = "gateway"
-CONFIG_OWNER_INDEX = "owner"
 CLAIM_OWNER_INDEX = "claim-owner"
 
 
@@ -98,7 +97,14 @@ def in_scope(config: Obj, settings: Settings) -> bool:
     meta = config["metadata"]
     if meta.get("name") != contract.TENANT_CONFIG_NAME:
         return False
-    if labels_of(config).get(contract.LABEL_MANAGED_BY_AITENANT) != "true":
+    # A config we serve keeps our finalizer: a tenant admin who takes the label off does not
+    # take it out of its cleanup (the label is put back, and identity never reads it). In
+    # --maas-subscription-namespace the label alone decides, as upstream (``has_leftover_...``).
+    labelled = labels_of(config).get(contract.LABEL_MANAGED_BY_AITENANT) == "true"
+    served = contract.TENANT_CONFIG_FINALIZER in (meta.get("finalizers") or [])
+    if not labelled and not (
+        served and meta.get("namespace") != settings.maas_subscription_namespace
+    ):
         return False
     if settings.enable_tenant_namespace_discovery:
         return True
@@ -145,13 +151,23 @@ def config_key_for(tenant_namespace: str) -> Key:
     return Key(tenant_namespace, contract.TENANT_CONFIG_NAME)
 
 
-def owner_index_key(obj: Obj) -> list[str]:
-    """Configs indexed by their owning AITenant (``<namespace>/<name>``); only
-    ``default-tenant`` can belong to one."""
-    if obj["metadata"].get("name") != contract.TENANT_CONFIG_NAME:
+def config_key_of_tenant(tenant: Obj, settings: Settings) -> Key:
+    """The key of an AITenant's config: ``default-tenant`` in its tenant namespace (the one its
+    status records, else the one its name derives)."""
+    namespace = (tenant.get("status") or {}).get("tenantNamespace") or naming.tenant_namespace_for(
+        tenant["metadata"]["name"], settings.maas_subscription_namespace
+    )
+    return config_key_for(namespace)
+
+
+def owners_of_config(config: Obj, settings: Settings) -> list[Key]:
+    """The AITenants a config's namespace can belong to (``naming.tenants_for_namespace``):
+    never the ones its annotations name, which its tenant admin may write."""
+    meta = config["metadata"]
+    if meta.get("name") != contract.TENANT_CONFIG_NAME:
         return []
-    owner = annotated_owner(obj)
-    return [f"{owner.namespace}/{owner.name}"] if owner is not None else []
+    names = naming.tenants_for_namespace(meta["namespace"], settings.maas_subscription_namespace)
+    return [Key(settings.aitenant_namespace, name) for name in names]
 
 
 def platform_context_changed(old: Obj | None, new: Obj) -> bool:
@@ -212,7 +228,7 @@ class Watched(Protocol):
     def by_gateway(self) -> TenantsByGateway: ...
 
 
-def requeue_aitenants(controller: Controller, caches: Watched) -> None:
+def requeue_aitenants(controller: Controller, caches: Watched, settings: Settings) -> None:
     """Queue an AITenant when it changes (``tenant_changed``) or someone else writes its status
     (``status_overwritten``), when its config or one of its Roles does (their owner
     annotations), when its Gateway is created, deleted or given a new generation, and when the
@@ -230,8 +246,9 @@ def requeue_aitenants(controller: Controller, caches: Watched) -> None:
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
         # Only default-tenant is a tenant's config; another one copying its labels and
-        # annotations concerns neither the AITenant nor the platform.
-        if new["metadata"]["name"] == contract.TENANT_CONFIG_NAME and (key := annotated_owner(new)):
+        # annotations concerns neither the AITenant nor the platform. Its owner puts back
+        # what a tenant admin changed of our labels and annotations.
+        for key in owners_of_config(new, settings):
             controller.enqueue(key, low_priority=settled(event, new))
 
     def on_role(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -272,13 +289,16 @@ def requeue_configs(controller: Controller, caches: Watched, settings: Settings)
     when someone else wrote it, ``status_overwritten``) and when what
     its platform is rendered from does: the owning AITenant's status.gatewayRef, its Gateway
     appearing or going, and any of its platform objects (the Deployment turning Available, a
-    user's edit, a deletion). Configs are found by owner through ``CONFIG_OWNER_INDEX``."""
+    user's edit, a deletion). An AITenant's config is found by its tenant namespace
+    (``config_key_of_tenant``)."""
 
-    def enqueue_owned_by(namespace: str, name: str) -> None:
-        for config in caches.configs.by_index(CONFIG_OWNER_INDEX, f"{namespace}/{name}"):
-            if in_scope(config, settings):
-                meta = config["metadata"]
-                controller.enqueue(Key(meta["namespace"], meta["name"]))
+    def enqueue_config_of(tenant: Obj | None) -> None:
+        if tenant is None:
+            return
+        key = config_key_of_tenant(tenant, settings)
+        config = caches.configs.get(key.namespace, key.name)
+        if config is not None and in_scope(config, settings):
+            controller.enqueue(key)
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
         if wanted(new, settings) and (
@@ -293,7 +313,7 @@ def requeue_configs(controller: Controller, caches: Watched, settings: Settings)
 
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
         if event == "DELETED" or platform_context_changed(old, new):
-            enqueue_owned_by(new["metadata"]["namespace"], new["metadata"]["name"])
+            enqueue_config_of(new)
 
     def on_gateway(event: EventType, old: Obj | None, new: Obj) -> None:
         if event == "MODIFIED":
@@ -302,7 +322,7 @@ def requeue_configs(controller: Controller, caches: Watched, settings: Settings)
         for namespace, name in caches.by_gateway.tenants_for_gateway(
             meta["namespace"], meta["name"]
         ):
-            enqueue_owned_by(namespace, name)
+            enqueue_config_of(caches.tenants.get(namespace, name))
 
     def on_platform_object(event: EventType, old: Obj | None, new: Obj) -> None:
         if (key := tracked_config_key(new)) is not None:

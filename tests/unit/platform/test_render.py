@@ -14,7 +14,6 @@ from aitenant.platform import render as render_module
 from aitenant.platform.render import (
     TEMPLATE_FILES,
     PlatformContext,
-    RenderError,
     Telemetry,
     documents,
     names_for,
@@ -56,7 +55,7 @@ def test_non_default_tenant_names_and_namespaces(make_ctx: MakeContext) -> None:
         ("Deployment", INFRA, "maas-api-red-team"),
         ("Service", INFRA, "maas-api-red-team"),
         ("NetworkPolicy", INFRA, "maas-api-red-team"),
-        ("NetworkPolicy", INFRA, "maas-api-key-cleanup-red-team"),
+        ("NetworkPolicy", INFRA, "maas-key-cleanup-red-team"),
         ("ClusterRoleBinding", None, "maas-api-red-team"),
         ("HTTPRoute", INFRA, "maas-api-route-red-team"),
         ("CronJob", INFRA, "maas-api-key-cleanup-red-team"),
@@ -73,7 +72,7 @@ def test_default_tenant_keeps_the_legacy_unsuffixed_names(make_ctx: MakeContext)
         ("Deployment", INFRA, "maas-api"),
         ("Service", INFRA, "maas-api"),
         ("NetworkPolicy", INFRA, "maas-api"),
-        ("NetworkPolicy", INFRA, "maas-api-key-cleanup"),
+        ("NetworkPolicy", INFRA, "maas-key-cleanup"),
         ("ClusterRoleBinding", None, "maas-api"),
         ("HTTPRoute", INFRA, "maas-api-route"),
         ("CronJob", INFRA, "maas-api-key-cleanup"),
@@ -252,7 +251,7 @@ def test_cronjob(make_ctx: MakeContext) -> None:
     assert "/etc/maas-api/ca/ca.crt" in container["args"]
     assert pod["volumes"][0]["secret"]["secretName"] == "maas-api-red-team-serving-cert"
     labels = job["template"]["metadata"]["labels"]
-    assert labels["maas.opendatahub.io/tenant-instance"] == "maas-api-key-cleanup-red-team"
+    assert labels["maas.opendatahub.io/tenant-instance"] == "maas-key-cleanup-red-team"
 
 
 def test_forty_one_character_tenant_fits_every_limit(make_ctx: MakeContext) -> None:
@@ -284,10 +283,13 @@ def test_cronjob_name_within_limit_is_not_hashed(make_ctx: MakeContext) -> None:
     assert one(ctx, "CronJob")["metadata"]["name"] == f"maas-api-key-cleanup-{tenant}"
 
 
-def test_gateway_auth_policy_name_over_the_limit_is_refused(make_ctx: MakeContext) -> None:
-    gateway = "g" * 55  # 55 + len("-maas-auth") = 65
-    with pytest.raises(RenderError, match=r'AuthPolicy name "g+-maas-auth" is 65 characters'):
-        render(make_ctx(gateway_name=gateway))
+def test_a_63_character_gateway_name_renders_every_name_within_63(make_ctx: MakeContext) -> None:
+    """A Gateway name is any DNS label; ``<gw>-maas-auth`` once failed past 53 characters."""
+    gateway = "g" * 63
+    manifests = render(make_ctx(gateway_name=gateway))
+    policy = next(m for m in manifests if m.kind.kind == "AuthPolicy")
+    assert policy.name.startswith("g" * 44 + "-maas-auth-")
+    assert all(len(m.name) <= 63 for m in manifests)
 
 
 def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
@@ -311,7 +313,7 @@ def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
     assert peers[1]["podSelector"]["matchExpressions"][0]["operator"] == "NotIn"
     assert peers[2] == {
         "podSelector": {
-            "matchLabels": {"maas.opendatahub.io/tenant-instance": "maas-api-key-cleanup-red-team"}
+            "matchLabels": {"maas.opendatahub.io/tenant-instance": "maas-key-cleanup-red-team"}
         }
     }
     # Authorino only from the named namespaces (upstream's three by default).
@@ -343,12 +345,12 @@ def test_cleanup_pods_reach_only_their_maas_api_and_dns(
 ) -> None:
     ctx = default_tenant(make_ctx) if default else make_ctx()
     suffix = "" if default else "-red-team"
-    policy = objects(ctx)[("NetworkPolicy", f"maas-api-key-cleanup{suffix}")]
+    policy = objects(ctx)[("NetworkPolicy", f"maas-key-cleanup{suffix}")]
     cronjob = one(ctx, "CronJob")
     pod_labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
     spec = policy["spec"]
     assert spec["podSelector"] == {
-        "matchLabels": {"maas.opendatahub.io/tenant-instance": f"maas-api-key-cleanup{suffix}"}
+        "matchLabels": {"maas.opendatahub.io/tenant-instance": f"maas-key-cleanup{suffix}"}
     }
     assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
     assert spec["policyTypes"] == ["Ingress", "Egress"]

@@ -9,7 +9,8 @@ import pytest
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform.render import Telemetry
-from aitenant.reconcilers.config_spec import replicas_for, telemetry_of, tenant_identity
+from aitenant.reconcilers.config_spec import check_identity, replicas_for, telemetry_of
+from aitenant.resources import AITenantView
 
 
 def config(
@@ -29,40 +30,81 @@ def config(
     }
 
 
-def test_identity_from_the_tenant_name_label() -> None:
-    assert tenant_identity(config(labels={contract.LABEL_TENANT_NAME: "red"})) == "red"
-
-
-def test_identity_missing_is_upstreams_error() -> None:
-    with pytest.raises(StepFailed) as info:
-        tenant_identity(config())
-    assert info.value.reason == "InvalidTenantConfig"
-    assert info.value.message == (
-        "tenant ai-tenant-red/default-tenant has maas.opendatahub.io/managed-by-aitenant=true "
-        "but maas.opendatahub.io/tenant-name is missing or empty"
+def owned_config(tenant: str = "red", namespace: str = "ai-tenant-red") -> dict[str, Any]:
+    """A config as its AITenant stamps it."""
+    return config(
+        namespace,
+        labels={contract.LABEL_TENANT_NAME: tenant, contract.LABEL_TENANT_NAMESPACE: namespace},
+        annotations={
+            contract.ANNOTATION_AITENANT_NAME: tenant,
+            contract.ANNOTATION_AITENANT_NAMESPACE: "ai-tenants",
+        },
     )
 
 
-def test_default_tenant_must_be_default_tenant_in_its_own_namespace() -> None:
-    default = {
-        contract.LABEL_TENANT_NAME: "models-as-a-service",
-        contract.LABEL_TENANT_NAMESPACE: "models-as-a-service",
-    }
-    assert tenant_identity(config("models-as-a-service", labels=default)) == ("models-as-a-service")
-    with pytest.raises(StepFailed, match="claims the default tenant"):
-        tenant_identity(config("ai-tenant-red", labels=default))
-    with pytest.raises(StepFailed, match="claims the default tenant"):
-        tenant_identity(config("models-as-a-service", name="other", labels=default))
+def owner(name: str = "red") -> AITenantView:
+    return AITenantView({"metadata": {"name": name, "namespace": "ai-tenants"}})
 
 
-def test_replicas_from_the_annotation() -> None:
+def test_identity_is_the_owner_when_everything_agrees() -> None:
+    assert check_identity(owned_config(), owner()) == "red"
+    default = owned_config("models-as-a-service", "models-as-a-service")
+    assert check_identity(default, owner("models-as-a-service")) == "models-as-a-service"
+
+
+@pytest.mark.parametrize(
+    ("where", "key", "value", "found", "expected"),
+    [
+        (
+            "labels",
+            contract.LABEL_TENANT_NAME,
+            "models-as-a-service",
+            '"models-as-a-service"',
+            "red",
+        ),
+        (
+            "labels",
+            contract.LABEL_TENANT_NAMESPACE,
+            "models-as-a-service",
+            '"models-as-a-service"',
+            "ai-tenant-red",
+        ),
+        ("labels", contract.LABEL_MANAGED_BY_AITENANT, "false", '"false"', "true"),
+        ("annotations", contract.ANNOTATION_AITENANT_NAME, "bob", '"bob"', "red"),
+        ("annotations", contract.ANNOTATION_AITENANT_NAMESPACE, "x", '"x"', "ai-tenants"),
+        ("labels", contract.LABEL_TENANT_NAME, None, None, "red"),
+    ],
+)
+def test_identity_refuses_what_a_tenant_admin_wrote(
+    where: str, key: str, value: str | None, found: str | None, expected: str
+) -> None:
+    """A tenant admin may write the config's labels and annotations; none of them can make it
+    another tenant's (docs/contract.md §3.7)."""
+    edited = owned_config()
+    if value is None:
+        del edited["metadata"][where][key]
+    else:
+        edited["metadata"][where][key] = value
+    with pytest.raises(StepFailed) as info:
+        check_identity(edited, owner())
+    assert info.value.reason == "InvalidTenantConfig"
+    what = where[:-1]
+    said = f"is {found}" if found else "is missing"
+    assert info.value.message.startswith(f'{what} {key} {said}; expected "{expected}": ')
+    assert "belongs to AITenant ai-tenants/red" in info.value.message
+
+
+def test_replicas_from_the_annotation_within_1_to_100() -> None:
     annotation = contract.ANNOTATION_MAAS_API_REPLICAS
     assert replicas_for(config(), 2) == 2
-    assert replicas_for(config(annotations={annotation: "0"}), 2) == 0
-    assert replicas_for(config(annotations={annotation: "4"}), 2) == 4
-    for bad in ("-1", "two", ""):
-        with pytest.raises(StepFailed, match=r"maas-api-replicas"):
+    assert replicas_for(config(annotations={annotation: "1"}), 2) == 1
+    assert replicas_for(config(annotations={annotation: "100"}), 2) == 100
+    for bad in ("0", "101", "500", "-1", "two", ""):
+        with pytest.raises(StepFailed) as info:
             replicas_for(config(annotations={annotation: bad}), 1)
+        assert info.value.message == (
+            f'annotation {annotation}="{bad}" is not a whole number from 1 to 100'
+        )
 
 
 def with_telemetry(telemetry: Any) -> dict[str, Any]:

@@ -7,10 +7,10 @@ from typing import Any, cast
 
 from aitenant import contract
 from aitenant.reconcilers.watches import (
-    CONFIG_OWNER_INDEX,
     annotated_owner,
     config_changed,
-    owner_index_key,
+    config_key_of_tenant,
+    owners_of_config,
     platform_context_changed,
     requeue_aitenants,
     requeue_configs,
@@ -49,17 +49,25 @@ def test_config_changed_ignores_status_only_updates() -> None:
     assert config_changed(old, relabelled)
 
 
-def test_keys_from_owner_annotations_and_tracking_labels() -> None:
-    owned = config(
+def test_keys_from_the_namespace_and_tracking_labels() -> None:
+    settings = Settings()
+    # The annotations a tenant admin may write name no owner: the namespace does.
+    claimed = config(
         annotations={
-            contract.ANNOTATION_AITENANT_NAME: "red",
+            contract.ANNOTATION_AITENANT_NAME: "blue",
             contract.ANNOTATION_AITENANT_NAMESPACE: "ai-tenants",
         }
     )
-    assert owner_index_key(owned) == ["ai-tenants/red"]
-    assert owner_index_key(config()) == []
-    # Only default-tenant belongs to an AITenant, whatever another config's annotations say.
-    assert owner_index_key({**owned, "metadata": {**owned["metadata"], "name": "extra"}}) == []
+    assert owners_of_config(claimed, settings) == [Key("ai-tenants", "red")]
+    shared = config(settings.maas_subscription_namespace)
+    assert owners_of_config(shared, settings) == [Key("ai-tenants", "models-as-a-service")]
+    assert owners_of_config(config("kube-system"), settings) == []
+    # Only default-tenant belongs to an AITenant.
+    assert owners_of_config(config(name="extra"), settings) == []
+    red = {"metadata": {"namespace": "ai-tenants", "name": "red"}}
+    assert config_key_of_tenant(red, settings) == Key("ai-tenant-red", "default-tenant")
+    recorded = {**red, "status": {"tenantNamespace": "ai-tenant-red"}}
+    assert config_key_of_tenant(recorded, settings) == Key("ai-tenant-red", "default-tenant")
     platform_object = {
         "metadata": {
             "labels": {
@@ -113,6 +121,7 @@ class FakeInformer:
         self.handlers: list[Any] = []
         self.index = index or {}
         self.own_versions: set[str] = set()  # what ``ours`` answers True for
+        self.objects: dict[tuple[str, str], dict[str, Any]] = {}  # what ``get`` answers
 
     def ours(self, obj: dict[str, Any]) -> bool:
         return obj["metadata"].get("resourceVersion") in self.own_versions
@@ -122,6 +131,9 @@ class FakeInformer:
 
     def by_index(self, name: str, value: str) -> list[dict[str, Any]]:
         return self.index.get((name, value), [])
+
+    def get(self, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.objects.get((namespace, name))
 
     def emit(self, event: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         for handler in self.handlers:
@@ -159,7 +171,7 @@ def gateway(generation: int) -> dict[str, Any]:
 
 def test_a_gateway_queues_its_tenants_unless_only_its_status_changed() -> None:
     caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
-    requeue_aitenants(cast(Any, controller), cast(Any, caches))
+    requeue_aitenants(cast(Any, controller), cast(Any, caches), Settings())
     caches.gateways.emit("ADDED", None, gateway(1))
     caches.gateways.emit("MODIFIED", gateway(1), gateway(1))
     caches.gateways.emit("MODIFIED", gateway(1), gateway(2))
@@ -169,7 +181,7 @@ def test_a_gateway_queues_its_tenants_unless_only_its_status_changed() -> None:
 
 def test_a_released_claim_queues_the_tenants_that_want_its_gateway() -> None:
     caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
-    requeue_aitenants(cast(Any, controller), cast(Any, caches))
+    requeue_aitenants(cast(Any, controller), cast(Any, caches), Settings())
     claim = {
         "metadata": {"namespace": "ai-tenants", "name": "gateway-claim-x"},
         "data": {"gatewayNamespace": "gateways", "gatewayName": "gw"},
@@ -183,14 +195,20 @@ def test_a_released_claim_queues_the_tenants_that_want_its_gateway() -> None:
 
 def test_a_gateway_queues_its_tenants_configs_when_it_comes_or_goes() -> None:
     owned = config(labels={contract.LABEL_TENANT_NAME: "red"})
-    owned["metadata"]["namespace"] = Settings().maas_subscription_namespace
-    configs = FakeInformer({(CONFIG_OWNER_INDEX, "ai-tenants/red"): [owned]})
+    configs = FakeInformer()
+    configs.objects[("ai-tenant-red", "default-tenant")] = owned
     caches, controller = FakeCaches(configs=configs), Enqueued()
-    requeue_configs(cast(Any, controller), cast(Any, caches), Settings())
+    caches.tenants.objects[("ai-tenants", "red")] = {
+        "metadata": {"namespace": "ai-tenants", "name": "red"},
+        "status": {"tenantNamespace": "ai-tenant-red"},
+    }
+    requeue_configs(
+        cast(Any, controller), cast(Any, caches), Settings(enable_tenant_namespace_discovery=True)
+    )
     caches.gateways.emit("MODIFIED", gateway(1), gateway(2))  # existing is all the platform needs
     assert controller.keys == []
     caches.gateways.emit("DELETED", None, gateway(2))
-    assert controller.keys == [Key(owned["metadata"]["namespace"], "default-tenant")]
+    assert controller.keys == [Key("ai-tenant-red", "default-tenant")]
 
 
 def with_status(obj: dict[str, Any], rv: str, phase: str) -> dict[str, Any]:
@@ -203,7 +221,7 @@ def with_status(obj: dict[str, Any], rv: str, phase: str) -> dict[str, Any]:
 
 def test_a_status_someone_else_wrote_queues_the_tenant_at_once() -> None:
     caches, controller = FakeCaches(configs=FakeInformer()), Enqueued()
-    requeue_aitenants(cast(Any, controller), cast(Any, caches))
+    requeue_aitenants(cast(Any, controller), cast(Any, caches), Settings())
     tenant = {"metadata": {"namespace": "ai-tenants", "name": "red", "generation": 1}}
     active = with_status(tenant, "10", "Active")
     caches.tenants.own_versions.add("11")
