@@ -38,10 +38,15 @@ from aitenant_charm import (
 )
 from aitenant_charm.cluster_facts import ClusterFacts, count_tenants, read_cluster_facts
 from aitenant_charm.config import CharmConfig
-from aitenant_charm.flags import GatewayFacts, infra_namespace_of, resolve_gateway
+from aitenant_charm.flags import (
+    GatewayFacts,
+    infra_namespace_of,
+    maas_api_refusal,
+    resolve_gateway,
+)
 from aitenant_charm.webhook_trust import PEERS_RELATION, WebhookTLS
 from aitenant_charm.workload import CONTAINER, HEALTH_PORT, METRICS_PORT
-from charms.aitenant_k8s.v0.maas_api import MaasApiRequirer
+from charms.aitenant_k8s.v0.maas_api import MaasApiAppData, MaasApiRequirer
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -332,7 +337,7 @@ class AITenantCharm(ops.CharmBase):
             status.of_gateway(
                 resolve_gateway(config, self._gateway_facts())[1], relation=GATEWAY_RELATION
             )
-            or status.of_maas_api(self.maas_api, relation=MAAS_API_RELATION)
+            or status.of_maas_api(self.maas_api, config, relation=MAAS_API_RELATION)
             or status.of_certificates(
                 has_ca=internal_ca.internal_ca(self.model) is not None,
                 webhook_tls=self._webhook_tls,
@@ -390,19 +395,25 @@ class AITenantCharm(ops.CharmBase):
             return None
         return GatewayFacts(namespace=metadata.namespace, name=metadata.gateway_name)
 
+    def _maas_api_data(self, config: CharmConfig) -> MaasApiAppData | None:
+        """The `maas-api` relation's data, or None while it is missing, invalid or refused
+        (``maas_api_refusal``; collect-status says why)."""
+        data = self.maas_api.get_data()
+        return data if data is not None and maas_api_refusal(config, data) is None else None
+
     def _infra_namespace(self) -> str | None:
         """Where the tenant platform runs; None while the config is invalid."""
         config = self._valid_config()
         if config is None:
             return None
-        return infra_namespace_of(config, self.maas_api.get_data()) or self.model.name
+        return infra_namespace_of(config, self._maas_api_data(config)) or self.model.name
 
     def _construct_layer(self, container: ops.Container) -> ops.pebble.Layer | None:
         """The layer the charm would plan now; None while its inputs are missing."""
         config = self._valid_config()
         if config is None:
             return None
-        maas_api = self.maas_api.get_data()
+        maas_api = self._maas_api_data(config)
         inputs = workload.controller_inputs(config, self._gateway_facts(), maas_api)
         if inputs is None:
             return None

@@ -55,9 +55,12 @@ ANNOTATION_GATEWAY_SELECTOR_LABELS: Final = "maas.opendatahub.io/gateway-selecto
 ANNOTATION_API_KEYS_REVOKED: Final = "maas.opendatahub.io/api-keys-revoked"
 ANNOTATION_DEFAULT_BOOTSTRAPPED: Final = "maas.opendatahub.io/default-aitenant-bootstrapped"
 ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
-# What that annotation (and --maas-api-replicas) may ask for: the reference's bounds.
+# What that annotation and --maas-api-replicas may ask for: the reference's bounds.
 MAAS_API_REPLICAS_MIN: Final = 1
 MAAS_API_REPLICAS_MAX: Final = 100
+# The Secret maas-api reads its DB_CONNECTION_URL from, in its own namespace: a fixed name in
+# maas-api itself, so --maas-api-db-secret can name no other (docs/platform.md §1).
+MAAS_API_DB_SECRET: Final = "maas-db-config"
 ANNOTATION_OPENDATAHUB_MANAGED: Final = "opendatahub.io/managed"
 # On a migrated legacy Tenant (docs/contract.md §6.3), with these values.
 ANNOTATION_DEPRECATED_BY: Final = "maas.opendatahub.io/deprecated-by"

@@ -110,8 +110,10 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     maas_api_ca_key_file: Path | None = None
     maas_api_image: str = "quay.io/opendatahub/maas-api:latest"
     maas_api_cleanup_image: str = "docker.io/curlimages/curl:8.11.1"
-    maas_api_db_secret: str = "maas-db-config"
-    maas_api_replicas: Annotated[int, Meta(ge=0)] = 1
+    maas_api_db_secret: str = contract.MAAS_API_DB_SECRET
+    maas_api_replicas: Annotated[
+        int, Meta(ge=contract.MAAS_API_REPLICAS_MIN, le=contract.MAAS_API_REPLICAS_MAX)
+    ] = 1
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
     webhook_port: Port = contract.DEFAULT_WEBHOOK_PORT
     webhook_cert_dir: Path | None = None
@@ -138,6 +140,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             self, "authorino_namespaces", _authorino_namespaces(self.authorino_namespaces)
         )
         _check_url_template(self.maas_api_url_template)
+        if self.maas_api_db_secret != contract.MAAS_API_DB_SECRET:
+            # Accepting another name would leave a tenant Active whose maas-api reads a Secret
+            # the operator never meant (docs/platform.md §1).
+            raise _field_error(
+                "maas_api_db_secret",
+                f'"{self.maas_api_db_secret}": maas-api reads its database URL only from the '
+                f"Secret {contract.MAAS_API_DB_SECRET} in its namespace; leave it unset or set "
+                f"{contract.MAAS_API_DB_SECRET}",
+            )
         level = self.log_level.lower()
         if level not in _LOG_LEVELS:
             raise _field_error("log_level", f"must be one of {', '.join(_LOG_LEVELS)}")

@@ -17,7 +17,6 @@ from aitenant import contract
 from aitenant.settings import parse_duration
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 
 LogLevel = Literal["debug", "info", "warning", "error"]
 
@@ -60,10 +59,13 @@ class CharmConfig(BaseModel):
     @field_validator("gateway_name")
     @classmethod
     def _gateway_name(cls, value: str) -> str:
+        # The default tenant's AITenant takes it as spec.gateway.name, which its CRD bounds to
+        # a DNS-1123 label: a longer or dotted name would be refused there on every retry.
         value = value.strip()
-        if value and (len(value) > 253 or not _DNS_SUBDOMAIN.match(value)):
+        if value and (len(value) > 63 or not _DNS_LABEL.match(value)):
             raise ValueError(
-                f"{value!r} is not a valid Kubernetes object name (DNS-1123 subdomain)"
+                f"{value!r} is not a valid Gateway name for an AITenant (DNS-1123 label: "
+                "lower-case letters, digits and '-', at most 63 characters)"
             )
         return value
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from aitenant import contract
 from aitenant_charm.config import CharmConfig
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
@@ -91,6 +92,36 @@ def infra_namespace_of(config: CharmConfig, maas_api: MaasApiAppData | None) -> 
     """The infra namespace to pass to the controller; "" leaves the controller's default (its
     own namespace)."""
     return config.infra_namespace or (maas_api.infra_namespace if maas_api else "")
+
+
+def maas_api_refusal(config: CharmConfig, maas_api: MaasApiAppData) -> str | None:
+    """Why the `maas-api` relation's data may not be used, or None. The charm writes a Role
+    granting the controller Secrets and Deployments in the infra namespace the relation names,
+    so that namespace may not be a system namespace or one the tenants' objects live in; and
+    maas-api reads only one database Secret (docs/platform.md §1)."""
+    if maas_api.db_secret != contract.MAAS_API_DB_SECRET:
+        return (
+            f'db_secret "{maas_api.db_secret}": maas-api reads its database URL only from '
+            f"Secret {contract.MAAS_API_DB_SECRET}"
+        )
+    namespace = maas_api.infra_namespace
+    if config.infra_namespace:
+        return None  # the operator's own choice wins over the relation's
+    refused = {
+        config.aitenant_namespace: "the AITenant namespace (`aitenant-namespace`)",
+        config.maas_subscription_namespace: "the default tenant's namespace",
+    }
+    why = refused.get(namespace)
+    if namespace.startswith("kube-"):
+        why = "a Kubernetes system namespace"
+    elif namespace.startswith(contract.TENANT_NAMESPACE_PREFIX):
+        why = "a tenant namespace"
+    if why is None:
+        return None
+    return (
+        f'infra_namespace "{namespace}" is {why}: the controller would get rights to Secrets '
+        "and Deployments there; set `infra-namespace` or fix the maas-api charm"
+    )
 
 
 def controller_args(inputs: ControllerInputs) -> list[str]:

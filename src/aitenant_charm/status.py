@@ -15,7 +15,8 @@ from pydantic import ValidationError
 
 from aitenant_charm import pebble_layer
 from aitenant_charm.cluster_facts import ClusterFacts
-from aitenant_charm.config import describe_error
+from aitenant_charm.config import CharmConfig, describe_error
+from aitenant_charm.flags import maas_api_refusal
 from charms.aitenant_k8s.v0.maas_api import DatabagError, MaasApiRequirer
 
 
@@ -56,15 +57,21 @@ def of_gateway(missing: list[str], *, relation: str) -> ops.StatusBase | None:
     return ops.BlockedStatus(f"gateway unknown: set {options} or integrate `{relation}`")
 
 
-def of_maas_api(maas_api: MaasApiRequirer, *, relation: str) -> ops.StatusBase | None:
-    """The `maas-api` relation: present, published, valid."""
+def of_maas_api(
+    maas_api: MaasApiRequirer, config: CharmConfig, *, relation: str
+) -> ops.StatusBase | None:
+    """The `maas-api` relation: present, published, valid, and safe to use."""
     if not maas_api.is_related:
         return ops.BlockedStatus(f"missing relation: integrate `{relation}`")
     try:
-        if maas_api.read() is None:
-            return ops.WaitingStatus(f"waiting for `{relation}` relation data")
+        data = maas_api.read()
     except DatabagError as exc:
         return ops.BlockedStatus(f"invalid `{relation}` relation data: {exc}")
+    if data is None:
+        return ops.WaitingStatus(f"waiting for `{relation}` relation data")
+    refusal = maas_api_refusal(config, data)
+    if refusal is not None:
+        return ops.BlockedStatus(f"refused `{relation}` relation data: {refusal}")
     return None
 
 

@@ -45,6 +45,8 @@ CONTROLLER_USER = User(
     "aitenant-controller-token",
     ("system:serviceaccounts", "system:serviceaccounts:aitenant-system"),
 )
+# A user bound, test by test, only to a tenant's tenant-admin Role (test_tenant_isolation.py).
+TENANT_ADMIN_USER = User("tenant-admin-probe", "tenant-admin-probe-token")
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 SUBSCRIPTION_NS = "models-as-a-service"
@@ -93,7 +95,7 @@ def no_silent_errors(request: pytest.FixtureRequest) -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(extra_users=[CONTROLLER_USER], audit=True) as local:
+    with LocalCluster(extra_users=[CONTROLLER_USER, TENANT_ADMIN_USER], audit=True) as local:
         yield local
 
 

@@ -77,6 +77,14 @@ def test_flag_beats_env_and_upstream_alias_is_read() -> None:
         (["--leader-elect=maybe"], {}, "--leader-elect: invalid boolean"),
         (["--maas-api-url-template", "https://{host}/x"], {}, "unknown placeholder"),
         (["--log-level", "loud"], {}, "--log-level"),
+        (["--maas-api-replicas", "0"], {}, "--maas-api-replicas: expected `int` >= 1"),
+        ([], {"MAAS_API_REPLICAS": "101"}, "--maas-api-replicas (from $MAAS_API_REPLICAS)"),
+        (
+            ["--maas-api-db-secret", "maas-db-other"],
+            {},
+            '--maas-api-db-secret: "maas-db-other": maas-api reads its database URL only from '
+            "the Secret maas-db-config",
+        ),
         (
             ["--leader-elect-lease-duration", "5s"],
             {},

@@ -110,6 +110,10 @@ def test_databag_round_trip():
         {"image": "not json"},
         {"image": json.dumps("x")},  # infra_namespace missing
         {"image": json.dumps("x"), "infra_namespace": json.dumps("Bad_NS")},
+        # Not an image reference: nothing but a reference reaches a Deployment's image.
+        {"image": json.dumps("two words"), "infra_namespace": json.dumps("ns")},
+        {"image": json.dumps("--flag=x"), "infra_namespace": json.dumps("ns")},
+        {"image": json.dumps("x"), "infra_namespace": json.dumps("ns"), "db_secret": '"a/b"'},
     ],
 )
 def test_invalid_databag_raises(bag: dict[str, str]):

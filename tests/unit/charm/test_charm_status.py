@@ -9,6 +9,7 @@ import ops
 import pytest
 from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.rbac_authorization_v1 import Role
 
 import charm
 from aitenant_charm.cluster import AITENANT
@@ -55,7 +56,10 @@ def test_unreachable_api_waits(kit: CharmKit):
         ("log-level", "loud", "'loud' is not one of debug, info, warning, error"),
         ("aitenant-namespace", "Not_A_Namespace", "not a valid namespace name"),
         ("aitenant-namespace", "  ", "must be non-empty"),
-        ("gateway-name", "bad/name", "not a valid Kubernetes object name"),
+        ("gateway-name", "bad/name", "not a valid Gateway name for an AITenant"),
+        # The AITenant CRD takes a DNS label: dotted or longer names blocked the default tenant.
+        ("gateway-name", "gw.example", "not a valid Gateway name for an AITenant"),
+        ("gateway-name", "g" * 64, "at most 63 characters"),
         ("authorino-namespaces", "kuadrant-system,Bad_NS", "'Bad_NS' is not a valid namespace"),
         ("authorino-namespaces", " , ", "must name at least one namespace"),
     ],
@@ -162,6 +166,49 @@ def test_invalid_maas_api_data_blocks(kit: CharmKit):
     status = kit.status()
     assert isinstance(status, ops.BlockedStatus)
     assert "service_port" in status.message
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "reason"),
+    [
+        ("infra_namespace", "kube-system", 'infra_namespace "kube-system" is a Kubernetes system'),
+        ("infra_namespace", "ai-tenants", "is the AITenant namespace"),
+        ("infra_namespace", "ai-tenant-red", "is a tenant namespace"),
+        ("infra_namespace", "models-as-a-service", "is the default tenant's namespace"),
+        ("db_secret", "maas-db-other", 'db_secret "maas-db-other": maas-api reads'),
+    ],
+)
+def test_unsafe_maas_api_data_blocks_and_plans_nothing(
+    kit: CharmKit, field: str, value: str, reason: str
+):
+    # GIVEN a provider that names a namespace the controller must get no rights in, or a
+    # database Secret maas-api never reads
+    kit.integrate_gateway()
+    kit.integrate_maas_api(DEFAULT_MAAS_API.model_copy(update={field: value}))
+    kit.reconcile()
+    # WHEN the status is computed
+    status = kit.status()
+    # THEN the unit is blocked naming the field, and no controller or Role is planned from it
+    assert isinstance(status, ops.BlockedStatus)
+    assert status.message.startswith("refused `maas-api` relation data: ")
+    assert reason in status.message
+    assert kit.container.get_plan().services == {}
+    assert all(
+        role.metadata.namespace != value for role in kit.applied(Role) if field == "infra_namespace"
+    )
+
+
+def test_infra_namespace_option_overrides_the_relation(kit: CharmKit):
+    # GIVEN a provider naming a system namespace, and the operator's own infra-namespace
+    kit.integrate_gateway()
+    relation_id = kit.integrate_maas_api()
+    data = {"infra_namespace": json.dumps("kube-system")}
+    kit.harness.update_relation_data(relation_id, "maas-api-k8s", data)
+    kit.configure(infra_namespace="maas-infra")
+    # WHEN the status is computed
+    # THEN the operator's choice is used, and the unit is active
+    assert kit.status() == ops.ActiveStatus("0 tenants")
+    assert kit.flags()["infra-namespace"] == "maas-infra"
 
 
 def test_certificate_not_yet_issued_waits(kit: CharmKit):

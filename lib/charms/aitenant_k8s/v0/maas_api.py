@@ -72,7 +72,7 @@ LIBAPI = 0
 
 # Increment this PATCH version before using `charmcraft publish-lib` or reset
 # to 0 if you are raising the major API version
-LIBPATCH = 1
+LIBPATCH = 2
 
 PYDEPS = ["pydantic>=2"]
 
@@ -82,6 +82,17 @@ INTERFACE_NAME = "maas_api"
 logger = logging.getLogger(__name__)
 
 _DNS_LABEL = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+_DNS_SUBDOMAIN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+# An OCI image reference: [registry[:port]/]path[:tag][@digest], the grammar of the
+# distribution project's reference package, so no other text reaches a Deployment's image.
+_PATH_COMPONENT = r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*"
+_IMAGE = (
+    r"^(?:[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?(?:\.[a-zA-Z0-9](?:[a-zA-Z0-9-]*[a-zA-Z0-9])?)*"
+    r"(?::[0-9]+)?/)?"
+    rf"{_PATH_COMPONENT}(?:/{_PATH_COMPONENT})*"
+    r"(?::[A-Za-z0-9_][A-Za-z0-9_.-]{0,127})?"
+    r"(?:@sha256:[a-f0-9]{64})?$"
+)
 
 
 class DatabagError(ValueError):
@@ -93,14 +104,20 @@ class MaasApiAppData(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="ignore")
 
-    image: str = Field(min_length=1, description="maas-api OCI image")
+    image: str = Field(
+        min_length=1, max_length=4096, pattern=_IMAGE, description="maas-api OCI image reference"
+    )
     infra_namespace: str = Field(
         min_length=1, max_length=63, pattern=_DNS_LABEL, description="namespace of maas-api"
     )
     service_name: str = Field(default="maas-api", min_length=1, max_length=63, pattern=_DNS_LABEL)
     service_port: int = Field(default=8443, ge=1, le=65535)
     db_secret: str = Field(
-        default="maas-db-config", min_length=1, max_length=253, description="DB Secret name"
+        default="maas-db-config",
+        min_length=1,
+        max_length=253,
+        pattern=_DNS_SUBDOMAIN,
+        description="DB Secret name",
     )
 
     def dump(self, databag: MutableMapping[str, str]) -> None:
