@@ -12,7 +12,7 @@ import asyncio
 import os
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterable, AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import pytest
@@ -85,7 +85,7 @@ async def env_of(kube: AsyncClient, deployment: str) -> dict[str, str]:
     return {e["name"]: e.get("value", "") for e in container["env"]}
 
 
-async def first_of(listing: AsyncIterator[Any]) -> None:
+async def first_of(listing: AsyncIterable[Any]) -> None:
     async for _ in listing:
         break
 
