@@ -1,10 +1,13 @@
-"""Every package our code imports directly is declared, in the right place (pyproject.toml).
+"""Every package our code imports directly is declared, in the right place (pyproject.toml), and
+each container gets what it is declared to get.
 
 - the controller (``src/aitenant``, minus the test harness) imports only the project's
-  dependencies;
+  dependencies and its ``controller`` extra, and rockcraft.yaml's build installs both;
 - the charm (``src/charm.py``, its package ``src/aitenant_charm``, ``lib/`` and the
-  ``aitenant`` modules the charm loads) imports only the ``charm`` dependency group: the charm's
-  virtual environment holds nothing else.
+  ``aitenant`` modules the charm loads) imports exactly the ``charm`` dependency group;
+- the charm's virtual environment, as charmcraft's uv plugin builds it from uv.lock (its
+  ``uv sync --group charm`` adds the group to ``[project].dependencies``), holds the ``charm``
+  group's closure and nothing else: no controller-only package.
 """
 
 from __future__ import annotations
@@ -13,10 +16,20 @@ import ast
 import importlib.metadata
 import json
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 import tomllib
 from pathlib import Path
+
+import yaml
+from charmcraft.parts.plugins import UvPlugin as CharmcraftUvPlugin
+from craft_parts.infos import PartInfo, ProjectInfo
+from craft_parts.parts import Part
+from craft_parts.plugins.uv_plugin import UvPlugin, UvPluginProperties
+from packaging.markers import Marker
+from uv import find_uv_bin
 
 ROOT = Path(__file__).resolve().parents[2]
 SRC = ROOT / "src"
@@ -57,9 +70,13 @@ def _imported_distributions(files: list[Path]) -> dict[str, set[str]]:
 
 def test_controller_imports_are_project_dependencies():
     files = list((SRC / "aitenant").rglob("*.py"))
-    declared = {_normalise(r) for r in _pyproject()["project"]["dependencies"]}
+    project = _pyproject()["project"]
+    declared = {
+        _normalise(r)
+        for r in [*project["dependencies"], *project["optional-dependencies"]["controller"]]
+    }
     missing = {d: sorted(f) for d, f in _imported_distributions(files).items() if d not in declared}
-    assert not missing, f"imported but not in [project].dependencies: {missing}"
+    assert not missing, f"imported but in neither [project].dependencies nor the extra: {missing}"
 
 
 def _fresh_python(code: str) -> str:
@@ -104,3 +121,128 @@ def test_charm_imports_are_exactly_in_the_charm_group():
     # model half of lightkube, imported through lightkube.resources/models)
     unused = group - set(imported) - {"lightkube-models"}
     assert not unused, f"in the charm group but never imported by the charm: {sorted(unused)}"
+
+
+# --- what each build installs, asked of the locked uv with the plugins' own commands ---
+
+# The charm's container: Ubuntu 24.04's CPython (charmcraft.yaml's base) on amd64; uv.lock's
+# environment markers are evaluated for it.
+CHARM_PLATFORM = {
+    "python_version": "3.12",
+    "python_full_version": "3.12.3",
+    "implementation_name": "cpython",
+    "platform_python_implementation": "CPython",
+    "sys_platform": "linux",
+    "platform_system": "Linux",
+    "platform_machine": "x86_64",
+    "os_name": "posix",
+}
+
+
+def _sync_command(plugin_class: type[UvPlugin], part_yaml: dict, work: Path) -> list[str]:
+    """The ``uv sync`` command ``plugin_class`` runs to build the part ``part_yaml``."""
+    properties = UvPluginProperties.unmarshal(part_yaml)
+    # The part's own keys; the plugin's (uv-*) travel as its properties.
+    spec = {k: v for k, v in part_yaml.items() if not k.startswith("uv-")}
+    part = Part("part", spec, plugin_properties=properties)
+    info = ProjectInfo(application_name="charmcraft", cache_dir=work, work_dir=work)
+    plugin = plugin_class(properties=properties, part_info=PartInfo(project_info=info, part=part))
+    syncs = [c for c in plugin.get_build_commands() if c.startswith("uv sync ")]
+    assert len(syncs) == 1, plugin.get_build_commands()
+    return shlex.split(syncs[0])
+
+
+def _installed_by(project: Path, sync: list[str]) -> set[str]:
+    """The distributions ``sync`` (a ``uv sync`` command) installs from ``project``'s uv.lock, on
+    the charm's platform: ``uv export`` with the same selection, which installs nothing.
+    An option export does not know makes uv fail, so a new plugin flag is never ignored."""
+    assert sync[:2] == ["uv", "sync"], sync
+    translated = {"--reinstall": None, "--no-install-project": "--no-emit-project"}
+    options = [translated.get(o, o) for o in sync[2:] if translated.get(o, o) is not None]
+    exported = subprocess.run(
+        [
+            find_uv_bin(),
+            "export",
+            "--frozen",
+            "--no-hashes",
+            "--no-annotate",
+            "--no-header",
+            *options,
+        ],
+        cwd=project,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    names: set[str] = set()
+    for line in exported.splitlines():
+        requirement, _, marker = line.partition(";")
+        if not requirement.strip() or requirement.startswith(("#", " ")):
+            continue
+        if marker.strip() and not Marker(marker.strip()).evaluate(CHARM_PLATFORM):
+            continue
+        if requirement.strip() in {".", "-e ."}:  # the project itself
+            names.add(_normalise(_pyproject()["project"]["name"]))
+            continue
+        assert "==" in requirement, line
+        names.add(_normalise(requirement))
+    return names
+
+
+def _charm_environment(project: Path, work: Path) -> set[str]:
+    """What charmcraft's uv plugin installs into the charm for ``project``'s charmcraft.yaml."""
+    part = yaml.safe_load((project / "charmcraft.yaml").read_text())["parts"]["charm"]
+    return _installed_by(project, _sync_command(CharmcraftUvPlugin, part, work))
+
+
+def _charm_group_closure(project: Path) -> set[str]:
+    """The intended set: the ``charm`` group and what it needs, nothing of the project's."""
+    return _installed_by(project, ["uv", "sync", "--only-group", "charm", "--no-install-project"])
+
+
+def test_the_charm_environment_is_the_charm_groups_closure(tmp_path: Path):
+    environment = _charm_environment(ROOT, tmp_path)
+    intended = _charm_group_closure(ROOT)
+    assert "ops" in intended  # the comparison sees the group at all
+    assert environment == intended, (
+        f"the plugin would add {sorted(environment - intended)} "
+        f"and leave out {sorted(intended - environment)}"
+    )
+
+
+def test_the_project_dependencies_are_all_in_the_charm_group():
+    # The plugin installs [project].dependencies into the charm whatever its flags: they are
+    # the charm's too, or they belong to the controller's extra.
+    project = {_normalise(r) for r in _pyproject()["project"]["dependencies"]}
+    group = {_normalise(r) for r in _pyproject()["dependency-groups"]["charm"]}
+    assert project <= group, f"not needed by the charm: {sorted(project - group)}"
+
+
+def test_a_controller_package_in_the_project_dependencies_would_enter_the_charm(tmp_path: Path):
+    # GIVEN the project as it is, but with aiohttp moved up from the controller's extra to
+    # [project].dependencies (edited in the lock, which is what the plugin reads: --frozen)
+    project = tmp_path / "project"
+    project.mkdir()
+    for name in ("pyproject.toml", "uv.lock", "charmcraft.yaml"):
+        shutil.copy(ROOT / name, project / name)
+    lock = (project / "uv.lock").read_text()
+    root = 'source = { editable = "." }\ndependencies = [\n'
+    assert lock.count(root) == 1
+    (project / "uv.lock").write_text(lock.replace(root, root + '    { name = "aiohttp" },\n'))
+    # WHEN the charm's environment is computed as above
+    environment = _charm_environment(project, tmp_path)
+    # THEN aiohttp and its helpers are in it, and the comparison the test above makes fails
+    assert {"aiohttp", "multidict", "yarl"} <= environment - _charm_group_closure(project)
+
+
+def test_the_rock_installs_the_project_and_the_controllers_extra(tmp_path: Path):
+    rock = yaml.safe_load((ROOT / "rockcraft.yaml").read_text())
+    (part,) = rock["parts"].values()
+    sync = _sync_command(UvPlugin, part, tmp_path)
+    installed = _installed_by(ROOT, sync)
+    assert "aitenant-k8s" in installed  # rockcraft installs the project itself (its wheel)
+    extra = _pyproject()["project"]["optional-dependencies"]["controller"]
+    declared = {_normalise(r) for r in [*_pyproject()["project"]["dependencies"], *extra]}
+    assert declared <= installed, f"the rock would lack {sorted(declared - installed)}"
+    # and nothing only the charm runs
+    assert not {"ops", "pydantic", "charmcraft"} & installed
