@@ -221,6 +221,8 @@ class Watched(Protocol):
     @property
     def claims(self) -> Informer: ...
     @property
+    def db_secret(self) -> Informer: ...
+    @property
     def platform(self) -> PlatformCache: ...
     @property
     def config_anchor(self) -> Informer | None: ...
@@ -288,9 +290,9 @@ def requeue_configs(controller: Controller, caches: Watched, settings: Settings)
     """Queue a MaasTenantConfig when it changes (``wanted``, ``config_changed``; a status only
     when someone else wrote it, ``status_overwritten``) and when what
     its platform is rendered from does: the owning AITenant's status.gatewayRef, its Gateway
-    appearing or going, and any of its platform objects (the Deployment turning Available, a
-    user's edit, a deletion). An AITenant's config is found by its tenant namespace
-    (``config_key_of_tenant``)."""
+    appearing or going, any of its platform objects (the Deployment turning Available, a
+    user's edit, a deletion), and the database Secret every maas-api reads. An AITenant's
+    config is found by its tenant namespace (``config_key_of_tenant``)."""
 
     def enqueue_config_of(tenant: Obj | None) -> None:
         if tenant is None:
@@ -328,7 +330,15 @@ def requeue_configs(controller: Controller, caches: Watched, settings: Settings)
         if (key := tracked_config_key(new)) is not None:
             controller.enqueue(key)
 
+    def on_db_secret(event: EventType, old: Obj | None, new: Obj) -> None:
+        # Every tenant's maas-api reads it: one that waited for it goes on at once.
+        for config in caches.configs.list():
+            if in_scope(config, settings):
+                meta = config["metadata"]
+                controller.enqueue(Key(meta["namespace"], meta["name"]), low_priority=True)
+
     caches.configs.add_handler(on_config)
+    caches.db_secret.add_handler(on_db_secret)
     caches.tenants.add_handler(on_tenant)
     caches.gateways.add_handler(on_gateway)
     caches.platform.add_handler(on_platform_object)

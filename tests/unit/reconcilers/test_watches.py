@@ -135,6 +135,9 @@ class FakeInformer:
     def get(self, namespace: str, name: str) -> dict[str, Any] | None:
         return self.objects.get((namespace, name))
 
+    def list(self) -> list[dict[str, Any]]:
+        return list(self.objects.values())
+
     def emit(self, event: str, old: dict[str, Any] | None, new: dict[str, Any]) -> None:
         for handler in self.handlers:
             handler(event, old, new)
@@ -160,6 +163,7 @@ class FakeCaches:
     gateways: FakeInformer = field(default_factory=FakeInformer)
     roles: FakeInformer = field(default_factory=FakeInformer)
     claims: FakeInformer = field(default_factory=FakeInformer)
+    db_secret: FakeInformer = field(default_factory=FakeInformer)
     platform: FakeInformer = field(default_factory=FakeInformer)
     config_anchor: FakeInformer | None = None
     by_gateway: RedUsesEveryGateway = field(default_factory=RedUsesEveryGateway)
@@ -208,6 +212,22 @@ def test_a_gateway_queues_its_tenants_configs_when_it_comes_or_goes() -> None:
     caches.gateways.emit("MODIFIED", gateway(1), gateway(2))  # existing is all the platform needs
     assert controller.keys == []
     caches.gateways.emit("DELETED", None, gateway(2))
+    assert controller.keys == [Key("ai-tenant-red", "default-tenant")]
+
+
+def test_the_db_secret_queues_every_config_served() -> None:
+    """A tenant waiting for maas-db-config goes on when it appears, not at its next retry."""
+    configs = FakeInformer()
+    configs.objects[("ai-tenant-red", "default-tenant")] = config(
+        labels={contract.LABEL_TENANT_NAME: "red"}
+    )
+    configs.objects[("ai-tenant-red", "copy")] = config(name="copy")
+    caches, controller = FakeCaches(configs=configs), Enqueued()
+    requeue_configs(
+        cast(Any, controller), cast(Any, caches), Settings(enable_tenant_namespace_discovery=True)
+    )
+    secret = {"metadata": {"namespace": "aitenant-system", "name": "maas-db-config"}}
+    caches.db_secret.emit("ADDED", None, secret)
     assert controller.keys == [Key("ai-tenant-red", "default-tenant")]
 
 
