@@ -136,7 +136,7 @@ class AITenantCharm(ops.CharmBase):
            prepared, another model's deployment on the cluster; the last three keep the
            controller stopped and write nothing.
         3. ``cluster_objects`` (leader): CRDs, ClusterRoles, our ClusterRoleBinding, and the
-           controller's Roles in its namespace and the infra namespace.
+           controller's Roles in its namespace, the infra and the AITenant namespace.
         4. ``webhook_port``: open it on the app's Service.
         5. ``certificates`` (leader): keep the internal CA; without `certificates`, issue
            the fallback webhook certificate from it.
@@ -193,10 +193,10 @@ class AITenantCharm(ops.CharmBase):
 
     def _reconcile_cluster_objects(self) -> None:
         if self.unit.is_leader():
-            infra = self._infra_namespace()
+            namespaces = self._role_namespaces()
             self._cluster_step(
                 lambda: cluster_objects.apply_cluster_objects(
-                    self._kube, app=self.app.name, model=self.model.name, infra=infra
+                    self._kube, app=self.app.name, model=self.model.name, namespaces=namespaces
                 )
             )
 
@@ -390,12 +390,16 @@ class AITenantCharm(ops.CharmBase):
             return None
         return GatewayFacts(namespace=metadata.namespace, name=metadata.gateway_name)
 
-    def _infra_namespace(self) -> str | None:
-        """Where the tenant platform runs; None while the config is invalid."""
+    def _role_namespaces(self) -> cluster.RoleNamespaces | None:
+        """Where the controller's Roles go (the namespaces its flags name); None while the
+        config is invalid."""
         config = self._valid_config()
         if config is None:
             return None
-        return infra_namespace_of(config, self.maas_api.get_data()) or self.model.name
+        return cluster.RoleNamespaces(
+            infra=infra_namespace_of(config, self.maas_api.get_data()) or self.model.name,
+            aitenant=config.aitenant_namespace,
+        )
 
     def _construct_layer(self, container: ops.Container) -> ops.pebble.Layer | None:
         """The layer the charm would plan now; None while its inputs are missing."""

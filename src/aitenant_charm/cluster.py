@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from lightkube import codecs
@@ -116,15 +117,26 @@ def namespaced_rbac_prefix(app: str, model: str) -> str:
     return cluster_scoped_name(app, model)
 
 
+@dataclass(frozen=True)
+class RoleNamespaces:
+    """Where the controller's Roles go besides its own namespace (the model): the namespaces
+    its flags name."""
+
+    infra: str  # --infra-namespace (the model when the charm leaves it to the default)
+    aitenant: str  # --aitenant-namespace
+
+
 def construct_namespaced_rbac(
-    *, prefix: str, controller_namespace: str, infra_namespace: str, service_account: str
+    *, prefix: str, controller_namespace: str, namespaces: RoleNamespaces, service_account: str
 ) -> list[Role | RoleBinding]:
     """Roles and RoleBindings for the controller: its leader Lease in its own namespace, the
-    tenants' maas-api objects and Secrets in the infra namespace."""
+    tenants' maas-api objects and Secrets in the infra namespace, the gateway claims in the
+    AITenant namespace."""
     docs = manifests.render_namespaced_rbac(
         prefix=prefix,
         controller_namespace=controller_namespace,
-        infra_namespace=infra_namespace,
+        infra_namespace=namespaces.infra,
+        aitenant_namespace=namespaces.aitenant,
         service_account=service_account,
         service_account_namespace=controller_namespace,
         labels=MANAGED_BY_LABEL,
@@ -142,7 +154,8 @@ def stale_namespaced_rbac(
     existing: Iterable[Role | RoleBinding], desired: Iterable[Role | RoleBinding]
 ) -> list[Role | RoleBinding]:
     """Our Roles/RoleBindings (same names) left in namespaces we no longer use, e.g. the old
-    infra namespace after `infra-namespace` changed."""
+    infra namespace after `infra-namespace` changed, the old AITenant namespace after
+    `aitenant-namespace` did."""
     wanted = {
         (type(obj).__name__, obj.metadata.namespace, obj.metadata.name)
         for obj in desired

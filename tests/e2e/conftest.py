@@ -110,9 +110,12 @@ def controller_kubeconfig(cluster: LocalCluster) -> Path:
 CONTROLLER_RBAC_PREFIX = "aitenant-controller"
 
 
-async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = INFRA_NS) -> None:
+async def bind_controller_roles(
+    client: AsyncClient, *, infra_namespace: str = INFRA_NS, aitenant_namespace: str = AITENANT_NS
+) -> None:
     """Exactly the rights the charm grants: the shipped ClusterRoles, bound, and the Roles of
-    the controller namespace (leader Lease) and the infra namespace (tenant platform)."""
+    the controller namespace (leader Lease), the infra namespace (tenant platform) and the
+    AITenant namespace (gateway claims)."""
     for doc in manifests.cluster_role_documents():
         role = cast(ClusterRole, ClusterRole.from_dict(doc))
         await client.apply(role, field_manager="aitenant-tests", force=True)
@@ -128,6 +131,7 @@ async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = I
         prefix=CONTROLLER_RBAC_PREFIX,
         controller_namespace=INFRA_NS,
         infra_namespace=infra_namespace,
+        aitenant_namespace=aitenant_namespace,
         service_account="aitenant-controller",
         service_account_namespace=INFRA_NS,
     ):

@@ -8,7 +8,8 @@ always tested with exactly the schemas and rights it ships with.
   (``x-kubernetes-validations``), which every Kubernetes we support evaluates.
 * ``cluster_role_documents()``: the controller's ClusterRole and the shared ``maas-api`` one.
 * ``render_namespaced_rbac(...)``: the Roles and RoleBindings of the controller namespace
-  (leader Lease) and of the infra namespace (the tenants' maas-api objects and Secrets).
+  (leader Lease), of the infra namespace (the tenants' maas-api objects and Secrets) and of the
+  AITenant namespace (the gateway claim ConfigMaps).
 
 (``webhook/config.py`` renders ``webhook.yaml.j2``.)
 """
@@ -64,16 +65,19 @@ def render_namespaced_rbac(
     prefix: str,
     controller_namespace: str,
     infra_namespace: str,
+    aitenant_namespace: str,
     service_account: str,
     service_account_namespace: str,
     labels: Mapping[str, str] | None = None,
 ) -> list[Doc]:
-    """Role + RoleBinding ``<prefix>-leader-election`` in the controller namespace and
-    ``<prefix>-platform`` in the infra namespace, bound to the controller's service account."""
+    """Role + RoleBinding ``<prefix>-leader-election`` in the controller namespace,
+    ``<prefix>-platform`` in the infra namespace and ``<prefix>-claims`` in the AITenant
+    namespace, bound to the controller's service account."""
     values = {
         "prefix": prefix,
         "controller_namespace": controller_namespace,
         "infra_namespace": infra_namespace,
+        "aitenant_namespace": aitenant_namespace,
         "service_account": service_account,
         "service_account_namespace": service_account_namespace,
     }

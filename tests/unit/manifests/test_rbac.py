@@ -58,9 +58,9 @@ def test_cluster_role_keeps_no_namespaced_platform_rights() -> None:
         ("gateway.networking.k8s.io", "backendtlspolicies"),
     ]:
         assert _rules_for(doc, group, resource) == [], f"{resource} in the ClusterRole"
-    # Claim ConfigMaps are created and updated, never applied: the BackendTLSPolicy's CA
-    # ConfigMap is applied (patch) only in the infra namespace.
-    assert all("patch" not in r["verbs"] for r in _rules_for(doc, "", "configmaps"))
+    # ConfigMaps: the claims in the AITenant namespace, the BackendTLSPolicy's CA in the infra
+    # namespace, both from Roles there; none anywhere else.
+    assert _rules_for(doc, "", "configmaps") == []
 
 
 def test_config_writes_are_limited_to_default_except_create() -> None:
@@ -76,11 +76,12 @@ def test_config_writes_are_limited_to_default_except_create() -> None:
     }
 
 
-def rendered(infra: str = "maas-infra") -> list[dict[str, Any]]:
+def rendered(infra: str = "maas-infra", aitenants: str = "ai-tenants") -> list[dict[str, Any]]:
     return manifests.render_namespaced_rbac(
         prefix="maas-aitenant-k8s",
         controller_namespace="maas",
         infra_namespace=infra,
+        aitenant_namespace=aitenants,
         service_account="aitenant-k8s",
         service_account_namespace="maas",
         labels={"app.kubernetes.io/managed-by": "aitenant-k8s"},
@@ -94,8 +95,10 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         ("RoleBinding", "maas", "maas-aitenant-k8s-leader-election"),
         ("Role", "maas-infra", "maas-aitenant-k8s-platform"),
         ("RoleBinding", "maas-infra", "maas-aitenant-k8s-platform"),
+        ("Role", "ai-tenants", "maas-aitenant-k8s-claims"),
+        ("RoleBinding", "ai-tenants", "maas-aitenant-k8s-claims"),
     ]
-    lease, lease_binding, platform, platform_binding = docs
+    lease, lease_binding, platform, platform_binding, claims, claims_binding = docs
     assert lease["rules"] == [
         {
             "apiGroups": ["coordination.k8s.io"],
@@ -121,7 +124,16 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         assert [r["verbs"] for r in _rules_for(platform, group, resource)] == [
             ["get", "list", "watch", "create", "patch", "delete"]
         ], resource
-    for binding, role in ((lease_binding, lease), (platform_binding, platform)):
+    # The gateway claims: written by create and replace, never applied (no patch).
+    assert claims["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch", "create", "update", "delete"],
+        }
+    ]
+    pairs = ((lease_binding, lease), (platform_binding, platform), (claims_binding, claims))
+    for binding, role in pairs:
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "Role",
@@ -137,15 +149,17 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
                 assert "*" not in (rule.get(key) or [])
 
 
-def test_infra_namespace_may_be_the_controller_namespace() -> None:
-    docs = rendered(infra="maas")
+def test_infra_and_aitenant_namespaces_may_be_the_controller_namespace() -> None:
+    docs = rendered(infra="maas", aitenants="maas")
     assert {d["metadata"]["namespace"] for d in docs} == {"maas"}
-    assert len({(d["kind"], d["metadata"]["name"]) for d in docs}) == 4
+    assert len({(d["kind"], d["metadata"]["name"]) for d in docs}) == 6
 
 
 def test_namespaced_rbac_needs_every_namespace() -> None:
     with pytest.raises(ValueError, match="infra_namespace is required"):
         rendered(infra="")
+    with pytest.raises(ValueError, match="aitenant_namespace is required"):
+        rendered(aitenants="")
 
 
 def test_crds_carry_the_cel_rules() -> None:
