@@ -136,7 +136,7 @@ class AITenantCharm(ops.CharmBase):
            prepared, another model's deployment on the cluster; the last three keep the
            controller stopped and write nothing.
         3. ``cluster_objects`` (leader): CRDs, ClusterRoles, our ClusterRoleBinding, and the
-           controller's Roles in its namespace, the infra and the AITenant namespace.
+           controller's Roles in its namespace, the infra, AITenant and gateway namespaces.
         4. ``webhook_port``: open it on the app's Service.
         5. ``certificates`` (leader): keep the internal CA; without `certificates`, issue
            the fallback webhook certificate from it.
@@ -396,9 +396,11 @@ class AITenantCharm(ops.CharmBase):
         config = self._valid_config()
         if config is None:
             return None
+        gateway, _ = resolve_gateway(config, self._gateway_facts())
         return cluster.RoleNamespaces(
             infra=infra_namespace_of(config, self.maas_api.get_data()) or self.model.name,
             aitenant=config.aitenant_namespace,
+            gateway=gateway.namespace if gateway is not None else None,
         )
 
     def _construct_layer(self, container: ops.Container) -> ops.pebble.Layer | None:

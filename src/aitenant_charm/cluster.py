@@ -124,6 +124,9 @@ class RoleNamespaces:
 
     infra: str  # --infra-namespace (the model when the charm leaves it to the default)
     aitenant: str  # --aitenant-namespace
+    # --gateway-namespace, from config or the `gateway` relation; None while neither says (the
+    # controller cannot start then, and a Role already there is kept).
+    gateway: str | None = None
 
 
 def construct_namespaced_rbac(
@@ -131,12 +134,13 @@ def construct_namespaced_rbac(
 ) -> list[Role | RoleBinding]:
     """Roles and RoleBindings for the controller: its leader Lease in its own namespace, the
     tenants' maas-api objects and Secrets in the infra namespace, the gateway claims in the
-    AITenant namespace."""
+    AITenant namespace, the Kuadrant policies in the gateway namespace."""
     docs = manifests.render_namespaced_rbac(
         prefix=prefix,
         controller_namespace=controller_namespace,
         infra_namespace=namespaces.infra,
         aitenant_namespace=namespaces.aitenant,
+        gateway_namespace=namespaces.gateway,
         service_account=service_account,
         service_account_namespace=controller_namespace,
         labels=MANAGED_BY_LABEL,
@@ -154,8 +158,9 @@ def stale_namespaced_rbac(
     existing: Iterable[Role | RoleBinding], desired: Iterable[Role | RoleBinding]
 ) -> list[Role | RoleBinding]:
     """Our Roles/RoleBindings (same names) left in namespaces we no longer use, e.g. the old
-    infra namespace after `infra-namespace` changed, the old AITenant namespace after
-    `aitenant-namespace` did."""
+    infra namespace after `infra-namespace` changed, the old AITenant or gateway namespace after
+    theirs did. Only names in ``desired`` are considered: a Role not rendered now (the gateway's
+    while no gateway is known) is kept."""
     wanted = {
         (type(obj).__name__, obj.metadata.namespace, obj.metadata.name)
         for obj in desired

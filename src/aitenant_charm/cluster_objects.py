@@ -3,7 +3,8 @@
 The CRDs (as this API server accepts them) and ClusterRoles, the ClusterRoleBinding that gives
 the app's service account the controller's ClusterRole, and the controller's Roles and
 RoleBindings: the leader Lease in the controller namespace (the model), the tenant platform in
-the infra namespace, the gateway claims in the AITenant namespace (created here when missing:
+the infra namespace, the Kuadrant policies in the gateway namespace (once it is known), the
+gateway claims in the AITenant namespace (created here when missing:
 the controller creates it only when it starts, and its Role must be there first). When one of
 these namespaces changes, the Roles follow and ours in the previous namespace are deleted once
 the new ones are in place. The objects are built in ``cluster``; this module does the I/O.
@@ -87,6 +88,11 @@ def apply_namespaced_rbac(
                 raise ClusterStepError(
                     f"infra namespace {infra!r} does not exist: create it (with the "
                     "maas-api database Secret) or change `infra-namespace`"
+                ) from None
+            if exc.status.code == 404 and namespace == namespaces.gateway != model:
+                raise ClusterStepError(
+                    f"gateway namespace {namespace!r} does not exist: deploy the Gateway there "
+                    "or change `gateway-namespace`"
                 ) from None
             raise
     existing: list[Role | RoleBinding] = [

@@ -114,8 +114,8 @@ async def bind_controller_roles(
     client: AsyncClient, *, infra_namespace: str = INFRA_NS, aitenant_namespace: str = AITENANT_NS
 ) -> None:
     """Exactly the rights the charm grants: the shipped ClusterRoles, bound, and the Roles of
-    the controller namespace (leader Lease), the infra namespace (tenant platform) and the
-    AITenant namespace (gateway claims)."""
+    the controller namespace (leader Lease), the infra namespace (tenant platform), the
+    AITenant namespace (gateway claims) and the gateway namespace (Kuadrant policies)."""
     for doc in manifests.cluster_role_documents():
         role = cast(ClusterRole, ClusterRole.from_dict(doc))
         await client.apply(role, field_manager="aitenant-tests", force=True)
@@ -132,6 +132,7 @@ async def bind_controller_roles(
         controller_namespace=INFRA_NS,
         infra_namespace=infra_namespace,
         aitenant_namespace=aitenant_namespace,
+        gateway_namespace=GATEWAY_NS,
         service_account="aitenant-controller",
         service_account_namespace=INFRA_NS,
     ):

@@ -8,8 +8,9 @@ always tested with exactly the schemas and rights it ships with.
   (``x-kubernetes-validations``), which every Kubernetes we support evaluates.
 * ``cluster_role_documents()``: the controller's ClusterRole and the shared ``maas-api`` one.
 * ``render_namespaced_rbac(...)``: the Roles and RoleBindings of the controller namespace
-  (leader Lease), of the infra namespace (the tenants' maas-api objects and Secrets) and of the
-  AITenant namespace (the gateway claim ConfigMaps).
+  (leader Lease), of the infra namespace (the tenants' maas-api objects and Secrets), of the
+  AITenant namespace (the gateway claim ConfigMaps) and of the gateway namespace (the Kuadrant
+  policies).
 
 (``webhook/config.py`` renders ``webhook.yaml.j2``.)
 """
@@ -68,11 +69,13 @@ def render_namespaced_rbac(
     aitenant_namespace: str,
     service_account: str,
     service_account_namespace: str,
+    gateway_namespace: str | None = None,
     labels: Mapping[str, str] | None = None,
 ) -> list[Doc]:
     """Role + RoleBinding ``<prefix>-leader-election`` in the controller namespace,
-    ``<prefix>-platform`` in the infra namespace and ``<prefix>-claims`` in the AITenant
-    namespace, bound to the controller's service account."""
+    ``<prefix>-platform`` in the infra namespace, ``<prefix>-claims`` in the AITenant
+    namespace and, when ``gateway_namespace`` is known, ``<prefix>-gateway`` there, bound to
+    the controller's service account."""
     values = {
         "prefix": prefix,
         "controller_namespace": controller_namespace,
@@ -85,7 +88,10 @@ def render_namespaced_rbac(
         if not value:
             raise ValueError(f"{key} is required")
     rendered = _namespaced_template().render(
-        **values, labels=dict(labels or {}), lease_name=contract.LEASE_NAME
+        **values,
+        gateway_namespace=gateway_namespace or "",
+        labels=dict(labels or {}),
+        lease_name=contract.LEASE_NAME,
     )
     return _documents_from(rendered)
 

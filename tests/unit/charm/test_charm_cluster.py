@@ -278,6 +278,54 @@ def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str 
 
 PREFIX = f"{MODEL}-{APP}"
 AITENANT_NS = contract.DEFAULT_AITENANT_NAMESPACE
+GATEWAY_NS = "istio-gw"  # CharmKit.integrate_gateway's
+
+
+def test_the_gateway_role_follows_the_gateway_namespace_option(ready: CharmKit):
+    # GIVEN the gateway Role in the namespace the `gateway` relation named
+    stored = {
+        Role: [_stored(Role, GATEWAY_NS, f"{PREFIX}-gateway")],
+        RoleBinding: [_stored(RoleBinding, GATEWAY_NS, f"{PREFIX}-gateway")],
+    }
+    ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
+    ready.kube.apply.reset_mock()
+    # WHEN the operator sets another gateway namespace (config wins over the relation)
+    ready.configure(gateway_namespace="other-gw")
+    # THEN the Role is applied there and ours in the relation's namespace are deleted
+    assert ("Role", "other-gw", f"{PREFIX}-gateway") in _where(ready.applied(Role))
+    deleted = {
+        (c.args[0].__name__, c.kwargs.get("namespace"), c.args[1])
+        for c in ready.kube.delete.call_args_list
+    }
+    assert deleted == {
+        ("Role", GATEWAY_NS, f"{PREFIX}-gateway"),
+        ("RoleBinding", GATEWAY_NS, f"{PREFIX}-gateway"),
+    }
+    assert ready.flags()["gateway-namespace"] == "other-gw"
+
+
+def test_no_gateway_role_while_no_gateway_is_known(kit: CharmKit):
+    # GIVEN maas-api but neither the `gateway` relation nor gateway config
+    kit.integrate_maas_api()
+    kit.reconcile()
+    # THEN the other Roles are applied, no gateway Role (and none is deleted)
+    names = {name for _, _, name in _where(kit.applied(Role))}
+    assert f"{PREFIX}-claims" in names
+    assert f"{PREFIX}-gateway" not in names
+    kit.kube.delete.assert_not_called()
+
+
+def test_missing_gateway_namespace_waits_and_names_it(ready: CharmKit):
+    def apply(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if obj.metadata and obj.metadata.namespace == "nowhere":
+            raise api_error(404, 'namespaces "nowhere" not found')
+        return obj
+
+    ready.kube.apply.side_effect = apply
+    ready.configure(gateway_namespace="nowhere")
+    status = ready.status()
+    assert isinstance(status, ops.WaitingStatus)
+    assert "gateway namespace 'nowhere' does not exist" in status.message
 
 
 def test_the_aitenant_namespace_is_created_before_its_role(kit: CharmKit):
@@ -357,11 +405,13 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
         ("Role", MODEL, f"{PREFIX}-leader-election"),
         ("Role", "maas-infra", f"{PREFIX}-platform"),
         ("Role", AITENANT_NS, f"{PREFIX}-claims"),
+        ("Role", GATEWAY_NS, f"{PREFIX}-gateway"),
     }
     assert _where(bindings) == {
         ("RoleBinding", MODEL, f"{PREFIX}-leader-election"),
         ("RoleBinding", "maas-infra", f"{PREFIX}-platform"),
         ("RoleBinding", AITENANT_NS, f"{PREFIX}-claims"),
+        ("RoleBinding", GATEWAY_NS, f"{PREFIX}-gateway"),
     }
     for binding in bindings:
         assert binding.subjects
@@ -376,7 +426,7 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
         if r.metadata and r.metadata.name == "aitenant-controller"
     ]
     resources = {res for rule in controller_role.rules or [] for res in rule.resources or []}
-    assert not {"leases", "secrets", "configmaps"} & resources
+    assert not {"leases", "secrets", "configmaps", "authpolicies"} & resources
 
 
 def test_without_an_infra_namespace_the_platform_role_is_in_the_model(kit: CharmKit):
@@ -385,7 +435,8 @@ def test_without_an_infra_namespace_the_platform_role_is_in_the_model(kit: Charm
     kit.integrate_maas_api(DEFAULT_MAAS_API.model_copy(update={"infra_namespace": ""}))
     kit.reconcile()
     # THEN the Lease and platform Roles are in the model's namespace
-    assert {ns for _, ns, name in _where(kit.applied(Role)) if "claims" not in str(name)} == {MODEL}
+    names = (f"{PREFIX}-leader-election", f"{PREFIX}-platform")
+    assert {ns for _, ns, name in _where(kit.applied(Role)) if name in names} == {MODEL}
 
 
 def _stored(kind: type, namespace: str, name: str, managed: bool = True) -> Role | RoleBinding:

@@ -56,6 +56,10 @@ def test_cluster_role_keeps_no_namespaced_platform_rights() -> None:
         ("batch", "cronjobs"),
         ("gateway.networking.k8s.io", "httproutes"),
         ("gateway.networking.k8s.io", "backendtlspolicies"),
+        # The Kuadrant policies live in the gateway namespace (its Role).
+        ("kuadrant.io", "authpolicies"),
+        ("kuadrant.io", "tokenratelimitpolicies"),
+        ("extensions.kuadrant.io", "telemetrypolicies"),
     ]:
         assert _rules_for(doc, group, resource) == [], f"{resource} in the ClusterRole"
     # ConfigMaps: the claims in the AITenant namespace, the BackendTLSPolicy's CA in the infra
@@ -76,12 +80,15 @@ def test_config_writes_are_limited_to_default_except_create() -> None:
     }
 
 
-def rendered(infra: str = "maas-infra", aitenants: str = "ai-tenants") -> list[dict[str, Any]]:
+def rendered(
+    infra: str = "maas-infra", aitenants: str = "ai-tenants", gateways: str | None = None
+) -> list[dict[str, Any]]:
     return manifests.render_namespaced_rbac(
         prefix="maas-aitenant-k8s",
         controller_namespace="maas",
         infra_namespace=infra,
         aitenant_namespace=aitenants,
+        gateway_namespace=gateways,
         service_account="aitenant-k8s",
         service_account_namespace="maas",
         labels={"app.kubernetes.io/managed-by": "aitenant-k8s"},
@@ -173,3 +180,35 @@ def test_crds_carry_the_cel_rules() -> None:
             "message": "MaasTenantConfig name must be default-tenant",
         }
     ]
+
+
+def test_kuadrant_policies_in_the_gateway_namespace_once_it_is_known() -> None:
+    docs = rendered(gateways="istio-gw")
+    where = [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs]
+    assert where[-2:] == [
+        ("Role", "istio-gw", "maas-aitenant-k8s-gateway"),
+        ("RoleBinding", "istio-gw", "maas-aitenant-k8s-gateway"),
+    ]
+    gateway = docs[-2]
+    verbs = {
+        (rule["apiGroups"][0], resource): rule["verbs"]
+        for rule in gateway["rules"]
+        for resource in rule["resources"]
+    }
+    assert verbs == {
+        # Create-only: never patched.
+        ("kuadrant.io", "authpolicies"): ["get", "list", "watch", "create", "delete"],
+        ("kuadrant.io", "tokenratelimitpolicies"): [
+            *("get", "list", "watch", "create", "patch", "delete")
+        ],
+        ("extensions.kuadrant.io", "telemetrypolicies"): [
+            *("get", "list", "watch", "create", "patch", "delete")
+        ],
+    }
+    # The infra namespace: only what pruning an older version's route AuthPolicy needs.
+    platform = next(d for d in docs if d["metadata"]["name"].endswith("-platform"))
+    assert [r["verbs"] for r in _rules_for(platform, "kuadrant.io", "authpolicies")] == [
+        ["list", "watch", "delete"]
+    ]
+    # Without a gateway namespace there is no such Role.
+    assert not [d for d in rendered() if d["metadata"]["name"].endswith("-gateway")]
