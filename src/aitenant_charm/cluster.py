@@ -19,7 +19,11 @@ from lightkube.core.resource import Resource
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
-from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.admissionregistration_v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+)
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
@@ -87,6 +91,27 @@ def construct_cluster_role_binding(
         roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
         subjects=[Subject(kind="ServiceAccount", name=service_account, namespace=namespace)],
     )
+
+
+def construct_binding_policy(
+    *, name: str, service_account: str, namespace: str
+) -> list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding]:
+    """The admission policy (and its binding) limiting the ClusterRoleBindings the app's
+    service account may write to the tenants' ``maas-api`` ones (RBAC cannot limit them by
+    name); rendered from the controller package's template, as the e2e tests apply it."""
+    docs = manifests.render_binding_policy(
+        name=name,
+        service_account=service_account,
+        service_account_namespace=namespace,
+        labels=MANAGED_BY_LABEL,
+    )
+    objects: list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding] = []
+    for doc in docs:
+        obj = codecs.from_dict(doc)
+        if not isinstance(obj, ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding):
+            raise TypeError(f"binding policy template rendered a {type(obj).__name__}")
+        objects.append(obj)
+    return objects
 
 
 def construct_webhook_configuration(

@@ -1,10 +1,11 @@
 """Cluster RBAC and CRDs, applied by the leader with server-side apply.
 
 The CRDs (as this API server accepts them) and ClusterRoles, the ClusterRoleBinding that gives
-the app's service account the controller's ClusterRole, and the controller's Roles and
-RoleBindings: the leader Lease in the controller namespace (the model), the tenant platform in
-the infra namespace, the Kuadrant policies in the gateway namespace (once it is known), the
-gateway claims in the AITenant namespace (created here when missing:
+the app's service account the controller's ClusterRole, the ValidatingAdmissionPolicy that
+narrows the ClusterRoleBindings it may write to the tenants' maas-api ones, and the
+controller's Roles and RoleBindings: the leader Lease in the controller namespace (the model),
+the tenant platform in the infra namespace, the Kuadrant policies in the gateway namespace
+(once it is known), the gateway claims in the AITenant namespace (created here when missing:
 the controller creates it only when it starts, and its Role must be there first). When one of
 these namespaces changes, the Roles follow and ours in the previous namespace are deleted once
 the new ones are in place. The objects are built in ``cluster``; this module does the I/O.
@@ -37,12 +38,14 @@ def apply_cluster_objects(
     ``namespaces`` (None while the config is invalid: the controller keeps the Roles it has)."""
     crds = cluster.load_crds()
     roles = cluster.load_cluster_roles()
+    name = cluster.cluster_scoped_name(app, model)
     binding = cluster.construct_cluster_role_binding(
-        name=cluster.cluster_scoped_name(app, model), service_account=app, namespace=model
+        name=name, service_account=app, namespace=model
     )
-    for obj in (*crds, *roles, binding):
+    policy = cluster.construct_binding_policy(name=name, service_account=app, namespace=model)
+    for obj in (*crds, *roles, binding, *policy):
         kube.apply(obj, force=True)
-    logger.debug("applied %s", cluster.names((*crds, *roles, binding)))
+    logger.debug("applied %s", cluster.names((*crds, *roles, binding, *policy)))
     if namespaces is not None:
         apply_namespaced_rbac(kube, app=app, model=model, namespaces=namespaces)
 

@@ -14,7 +14,11 @@ from charm_kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef
-from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.admissionregistration_v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+)
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
 from lightkube.resources.rbac_authorization_v1 import (
@@ -81,6 +85,26 @@ def test_controller_cluster_role_is_bound_to_the_app_service_account(ready: Char
     assert binding.subjects
     [subject] = binding.subjects
     assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
+
+
+def test_cluster_role_binding_writes_are_limited_to_the_app_service_account_s_maas_api_ones(
+    ready: CharmKit,
+):
+    # GIVEN a reconciled leader
+    # WHEN we look at the admission policy applied
+    policy = ready.applied(ValidatingAdmissionPolicy)[-1]
+    binding = ready.applied(ValidatingAdmissionPolicyBinding)[-1]
+    # THEN it is named like our other cluster-scoped objects, matches the app's service account
+    # only, and the binding denies what it refuses
+    assert policy.metadata
+    assert policy.metadata.name == f"{MODEL}-{APP}"
+    assert policy.metadata.labels == MANAGED_BY_LABEL
+    assert policy.spec
+    [condition] = policy.spec.matchConditions or []
+    assert f'"system:serviceaccount:{MODEL}:{APP}"' in condition.expression
+    assert binding.spec
+    assert binding.spec.policyName == f"{MODEL}-{APP}"
+    assert binding.spec.validationActions == ["Deny"]
 
 
 def test_non_leader_applies_nothing(kit: CharmKit):
@@ -177,11 +201,14 @@ def test_remove_of_the_application_deletes_only_the_webhook_and_binding(ready: C
     ready.harness.set_planned_units(0)
     # WHEN the remove hook runs
     ready.harness.charm.on.remove.emit()
-    # THEN the webhook configuration and binding go, CRDs and ClusterRoles never do
+    # THEN the webhook configuration, binding and admission policy go, CRDs and ClusterRoles
+    # never do
     deleted = [call.args for call in ready.kube.delete.call_args_list]
     assert deleted == [
         (ValidatingWebhookConfiguration, f"{MODEL}-{APP}"),
         (ClusterRoleBinding, f"{MODEL}-{APP}"),
+        (ValidatingAdmissionPolicyBinding, f"{MODEL}-{APP}"),
+        (ValidatingAdmissionPolicy, f"{MODEL}-{APP}"),
     ]
     for kind, _ in deleted:
         assert kind is not CustomResourceDefinition
@@ -204,8 +231,8 @@ def test_remove_tolerates_objects_already_gone(ready: CharmKit):
     ready.kube.delete.side_effect = api_error(404, "not found")
     # WHEN the remove hook runs
     ready.harness.charm.on.remove.emit()
-    # THEN it finishes without error, having tried both
-    assert ready.kube.delete.call_count == 2
+    # THEN it finishes without error, having tried each
+    assert ready.kube.delete.call_count == 4
 
 
 @pytest.mark.parametrize("event", ["upgrade_charm", "config_changed", "update_status"])

@@ -212,3 +212,41 @@ def test_kuadrant_policies_in_the_gateway_namespace_once_it_is_known() -> None:
     ]
     # Without a gateway namespace there is no such Role.
     assert not [d for d in rendered() if d["metadata"]["name"].endswith("-gateway")]
+
+
+def test_binding_policy_matches_the_controller_and_names_its_rule() -> None:
+    policy, binding = manifests.render_binding_policy(
+        name="maas-aitenant-k8s", service_account="aitenant-k8s", service_account_namespace="maas"
+    )
+    assert (policy["kind"], binding["kind"]) == (
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE", "DELETE"],
+            "resources": ["clusterrolebindings"],
+        }
+    ]
+    [condition] = spec["matchConditions"]
+    assert condition["expression"] == (
+        'request.userInfo.username == "system:serviceaccount:maas:aitenant-k8s"'
+    )
+    # DELETE has no object: the rule reads the binding as it was.
+    assert spec["variables"] == [
+        {"name": "binding", "expression": "request.operation == 'DELETE' ? oldObject : object"}
+    ]
+    [rule] = spec["validations"]
+    assert 'variables.binding.roleRef.name == "maas-api"' in rule["expression"]
+    assert (
+        'variables.binding.metadata.labels["app.kubernetes.io/managed-by"] == "aitenant-controller"'
+        in rule["expression"]
+    )
+    assert rule["reason"] == "Forbidden"
+    assert rule["message"].startswith("maas-aitenant-k8s: ")
+    assert binding["spec"] == {"policyName": "maas-aitenant-k8s", "validationActions": ["Deny"]}
+
