@@ -1,6 +1,6 @@
 """Least privilege, judged by the real API server's authorizer: the controller identity holds
 Leases and Secrets only in its own namespaces, claim ConfigMaps only in the AITenant namespace,
-Kuadrant policies only in the gateway namespace, writes only Config/default, and
+Kuadrant policies and Gateways only in the gateway namespace, writes only Config/default, and
 touches only the ClusterRoleBindings of the tenants' maas-api (the ValidatingAdmissionPolicy
 in src/aitenant/manifests/rbac/binding-policy.yaml.j2).
 
@@ -13,6 +13,7 @@ apart from the controller's own.
 from __future__ import annotations
 
 import contextlib
+import datetime
 from collections.abc import AsyncIterator, Awaitable, Callable
 from functools import partial
 from typing import Any
@@ -24,13 +25,14 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.coordination_v1 import Lease
-from lightkube.resources.core_v1 import ConfigMap, Secret
+from lightkube.resources.core_v1 import ConfigMap, Event, Secret
+from lightkube.resources.events_v1 import Event as EventsV1Event
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from lightkube.types import PatchType
 
 from aitenant import contract
 from aitenant.platform import kinds
-from aitenant.resources import Config
+from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
 from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
@@ -169,12 +171,14 @@ async def test_configmaps_only_in_the_aitenant_namespace(as_controller: AsyncCli
     assert await status_of(lambda: listing(as_controller, ConfigMap, INFRA_NS)) == 200
 
 
-async def test_kuadrant_policies_only_in_the_gateway_namespace(
+async def test_kuadrant_policies_and_gateways_only_in_the_gateway_namespace(
     as_controller: AsyncClient,
 ) -> None:
     for kind in (kinds.AUTH_POLICY, kinds.TOKEN_RATE_LIMIT_POLICY, kinds.TELEMETRY_POLICY):
         assert await status_of(partial(listing, as_controller, kind.resource, OUTSIDE)) == 403
         assert await status_of(partial(listing, as_controller, kind.resource, GATEWAY_NS)) == 200
+    assert await status_of(lambda: listing(as_controller, Gateway, OUTSIDE)) == 403
+    assert await status_of(lambda: listing(as_controller, Gateway, GATEWAY_NS)) == 200
     # In the infra namespace only what pruning an older version's AuthPolicy needs: no writes.
     patch = {"metadata": {"labels": {"example.com/probe": "x"}}}
     assert (
@@ -189,6 +193,52 @@ async def test_kuadrant_policies_only_in_the_gateway_namespace(
         )
         == 403
     )
+
+
+async def test_no_verbs_the_code_does_not_use(as_controller: AsyncClient) -> None:
+    # Events: created through core/v1 only, never patched. (The audit log names no object on a
+    # create: test_security.py tells this probe apart by its namespace.)
+    event = EventsV1Event(
+        metadata=ObjectMeta(name=PROBE, namespace=OUTSIDE),
+        eventTime=datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC),
+        reportingController="example.com/probe",
+        reportingInstance=PROBE,
+        action="Probe",
+        reason="Probe",
+        type="Normal",
+    )
+    assert await status_of(lambda: as_controller.create(event)) == 403
+    patch = {"metadata": {"labels": {"example.com/probe": "x"}}}
+    assert (
+        await status_of(
+            lambda: as_controller.patch(
+                Event, PROBE, patch, namespace=INFRA_NS, patch_type=PatchType.MERGE
+            )
+        )
+        == 403
+    )
+    # Status subresources are replaced (update), never read or patched through them; AITenants
+    # are patched, never replaced.
+    for status in (AITenant.Status, MaasTenantConfig.Status):
+        read = partial(as_controller.get, status, PROBE, namespace=AITENANT_NS)
+        assert await status_of(read) == 403
+    status_patch = {"status": {"phase": "Probe"}}
+    assert (
+        await status_of(
+            lambda: as_controller.patch(
+                AITenant.Status,
+                PROBE,
+                status_patch,
+                namespace=AITENANT_NS,
+                patch_type=PatchType.MERGE,
+            )
+        )
+        == 403
+    )
+    body = AITenant.from_dict(
+        {"apiVersion": contract.API_VERSION, "kind": "AITenant", "metadata": {"name": PROBE}}
+    )
+    assert await status_of(lambda: as_controller.replace(body, namespace=AITENANT_NS)) == 403
 
 
 def cluster_role_binding(name: str, role: str, labels: dict[str, str] | None = None) -> Any:
