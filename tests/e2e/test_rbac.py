@@ -235,10 +235,11 @@ async def test_no_verbs_the_code_does_not_use(as_controller: AsyncClient) -> Non
         )
         == 403
     )
+    metadata = {"name": PROBE, "namespace": AITENANT_NS}
     body = AITenant.from_dict(
-        {"apiVersion": contract.API_VERSION, "kind": "AITenant", "metadata": {"name": PROBE}}
+        {"apiVersion": contract.API_VERSION, "kind": "AITenant", "metadata": metadata}
     )
-    assert await status_of(lambda: as_controller.replace(body, namespace=AITENANT_NS)) == 403
+    assert await status_of(lambda: as_controller.replace(body)) == 403
 
 
 def cluster_role_binding(name: str, role: str, labels: dict[str, str] | None = None) -> Any:
