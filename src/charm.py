@@ -141,7 +141,7 @@ class AITenantCharm(ops.CharmBase):
            prepared, another model's deployment on the cluster; the last three keep the
            controller stopped and write nothing.
         3. ``cluster_objects`` (leader): CRDs, ClusterRoles, our ClusterRoleBinding, and the
-           controller's Roles in its namespace and the infra namespace.
+           controller's Roles in its namespace, the infra, AITenant and gateway namespaces.
         4. ``webhook_port``: open it on the app's Service.
         5. ``certificates`` (leader): keep the internal CA; without `certificates`, issue
            the fallback webhook certificate from it.
@@ -198,10 +198,10 @@ class AITenantCharm(ops.CharmBase):
 
     def _reconcile_cluster_objects(self) -> None:
         if self.unit.is_leader():
-            infra = self._infra_namespace()
+            namespaces = self._role_namespaces()
             self._cluster_step(
                 lambda: cluster_objects.apply_cluster_objects(
-                    self._kube, app=self.app.name, model=self.model.name, infra=infra
+                    self._kube, app=self.app.name, model=self.model.name, namespaces=namespaces
                 )
             )
 
@@ -401,12 +401,18 @@ class AITenantCharm(ops.CharmBase):
         data = self.maas_api.get_data()
         return data if data is not None and maas_api_refusal(config, data) is None else None
 
-    def _infra_namespace(self) -> str | None:
-        """Where the tenant platform runs; None while the config is invalid."""
+    def _role_namespaces(self) -> cluster.RoleNamespaces | None:
+        """Where the controller's Roles go (the namespaces its flags name); None while the
+        config is invalid."""
         config = self._valid_config()
         if config is None:
             return None
-        return infra_namespace_of(config, self._maas_api_data(config)) or self.model.name
+        gateway, _ = resolve_gateway(config, self._gateway_facts())
+        return cluster.RoleNamespaces(
+            infra=infra_namespace_of(config, self._maas_api_data(config)) or self.model.name,
+            aitenant=config.aitenant_namespace,
+            gateway=gateway.namespace if gateway is not None else None,
+        )
 
     def _construct_layer(self, container: ops.Container) -> ops.pebble.Layer | None:
         """The layer the charm would plan now; None while its inputs are missing."""

@@ -153,6 +153,9 @@ DEFAULT_AUTHORINO_NAMESPACES: Final = (
 # children above: they are the platform's own, and the tracking labels are the prune selector.
 PLATFORM_PART_OF_VALUE: Final = "models-as-a-service"
 PLATFORM_MANAGED_BY_VALUE: Final = CONTROLLER_NAME
+# The shared ClusterRole of every tenant's maas-api (manifests/rbac/maas-api-clusterrole.yaml):
+# the only roleRef of the ClusterRoleBindings the controller may write (docs/platform.md §2).
+MAAS_API_CLUSTER_ROLE: Final = "maas-api"
 PLATFORM_FIELD_MANAGER: Final = CONTROLLER_NAME
 LABEL_APP_NAME: Final = "app.kubernetes.io/name"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"

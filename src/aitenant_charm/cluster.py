@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 
 from lightkube import codecs
@@ -18,7 +19,11 @@ from lightkube.core.resource import Resource
 from lightkube.generic_resource import create_namespaced_resource
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
-from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.admissionregistration_v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+)
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
@@ -88,6 +93,27 @@ def construct_cluster_role_binding(
     )
 
 
+def construct_binding_policy(
+    *, name: str, service_account: str, namespace: str
+) -> list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding]:
+    """The admission policy (and its binding) limiting the ClusterRoleBindings the app's
+    service account may write to the tenants' ``maas-api`` ones (RBAC cannot limit them by
+    name); rendered from the controller package's template, as the e2e tests apply it."""
+    docs = manifests.render_binding_policy(
+        name=name,
+        service_account=service_account,
+        service_account_namespace=namespace,
+        labels=MANAGED_BY_LABEL,
+    )
+    objects: list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding] = []
+    for doc in docs:
+        obj = codecs.from_dict(doc)
+        if not isinstance(obj, ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding):
+            raise TypeError(f"binding policy template rendered a {type(obj).__name__}")
+        objects.append(obj)
+    return objects
+
+
 def construct_webhook_configuration(
     *, name: str, ca_bundle_pem: bytes, service_name: str, service_namespace: str, port: int
 ) -> ValidatingWebhookConfiguration:
@@ -116,15 +142,30 @@ def namespaced_rbac_prefix(app: str, model: str) -> str:
     return cluster_scoped_name(app, model)
 
 
+@dataclass(frozen=True)
+class RoleNamespaces:
+    """Where the controller's Roles go besides its own namespace (the model): the namespaces
+    its flags name."""
+
+    infra: str  # --infra-namespace (the model when the charm leaves it to the default)
+    aitenant: str  # --aitenant-namespace
+    # --gateway-namespace, from config or the `gateway` relation; None while neither says (the
+    # controller cannot start then, and a Role already there is kept).
+    gateway: str | None = None
+
+
 def construct_namespaced_rbac(
-    *, prefix: str, controller_namespace: str, infra_namespace: str, service_account: str
+    *, prefix: str, controller_namespace: str, namespaces: RoleNamespaces, service_account: str
 ) -> list[Role | RoleBinding]:
     """Roles and RoleBindings for the controller: its leader Lease in its own namespace, the
-    tenants' maas-api objects and Secrets in the infra namespace."""
+    tenants' maas-api objects and Secrets in the infra namespace, the gateway claims in the
+    AITenant namespace, the Kuadrant policies in the gateway namespace."""
     docs = manifests.render_namespaced_rbac(
         prefix=prefix,
         controller_namespace=controller_namespace,
-        infra_namespace=infra_namespace,
+        infra_namespace=namespaces.infra,
+        aitenant_namespace=namespaces.aitenant,
+        gateway_namespace=namespaces.gateway,
         service_account=service_account,
         service_account_namespace=controller_namespace,
         labels=MANAGED_BY_LABEL,
@@ -142,7 +183,9 @@ def stale_namespaced_rbac(
     existing: Iterable[Role | RoleBinding], desired: Iterable[Role | RoleBinding]
 ) -> list[Role | RoleBinding]:
     """Our Roles/RoleBindings (same names) left in namespaces we no longer use, e.g. the old
-    infra namespace after `infra-namespace` changed."""
+    infra namespace after `infra-namespace` changed, the old AITenant or gateway namespace after
+    theirs did. Only names in ``desired`` are considered: a Role not rendered now (the gateway's
+    while no gateway is known) is kept."""
     wanted = {
         (type(obj).__name__, obj.metadata.namespace, obj.metadata.name)
         for obj in desired

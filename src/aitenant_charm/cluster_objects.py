@@ -1,11 +1,14 @@
 """Cluster RBAC and CRDs, applied by the leader with server-side apply.
 
 The CRDs (as this API server accepts them) and ClusterRoles, the ClusterRoleBinding that gives
-the app's service account the controller's ClusterRole, and the controller's Roles and
-RoleBindings: the leader Lease in the controller namespace (the model), the tenant platform in
-the infra namespace. When the infra namespace changes, the Roles follow and ours in the
-previous namespace are deleted once the new ones are in place. The objects are built in
-``cluster``; this module does the I/O.
+the app's service account the controller's ClusterRole, the ValidatingAdmissionPolicy that
+narrows the ClusterRoleBindings it may write to the tenants' maas-api ones, and the
+controller's Roles and RoleBindings: the leader Lease in the controller namespace (the model),
+the tenant platform in the infra namespace, the Kuadrant policies in the gateway namespace
+(once it is known), the gateway claims in the AITenant namespace (created here when missing:
+the controller creates it only when it starts, and its Role must be there first). When one of
+these namespaces changes, the Roles follow and ours in the previous namespace are deleted once
+the new ones are in place. The objects are built in ``cluster``; this module does the I/O.
 """
 
 from __future__ import annotations
@@ -14,8 +17,11 @@ import logging
 
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
+from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.resources.core_v1 import Namespace
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
+from aitenant import contract
 from aitenant_charm import cluster
 
 logger = logging.getLogger(__name__)
@@ -25,28 +31,55 @@ class ClusterStepError(Exception):
     """A cluster object cannot be applied for a reason the operator must fix; says which."""
 
 
-def apply_cluster_objects(kube: Client, *, app: str, model: str, infra: str | None) -> None:
-    """Apply the CRDs, ClusterRoles and our binding, then the namespaced RBAC in ``infra``
-    (None while the config is invalid: the controller keeps the Roles it has)."""
+def apply_cluster_objects(
+    kube: Client, *, app: str, model: str, namespaces: cluster.RoleNamespaces | None
+) -> None:
+    """Apply the CRDs, ClusterRoles and our binding, then the namespaced RBAC in
+    ``namespaces`` (None while the config is invalid: the controller keeps the Roles it has)."""
     crds = cluster.load_crds()
     roles = cluster.load_cluster_roles()
+    name = cluster.cluster_scoped_name(app, model)
     binding = cluster.construct_cluster_role_binding(
-        name=cluster.cluster_scoped_name(app, model), service_account=app, namespace=model
+        name=name, service_account=app, namespace=model
     )
-    for obj in (*crds, *roles, binding):
+    policy = cluster.construct_binding_policy(name=name, service_account=app, namespace=model)
+    for obj in (*crds, *roles, binding, *policy):
         kube.apply(obj, force=True)
-    logger.debug("applied %s", cluster.names((*crds, *roles, binding)))
-    if infra is not None:
-        apply_namespaced_rbac(kube, app=app, model=model, infra=infra)
+    logger.debug("applied %s", cluster.names((*crds, *roles, binding, *policy)))
+    if namespaces is not None:
+        apply_namespaced_rbac(kube, app=app, model=model, namespaces=namespaces)
 
 
-def apply_namespaced_rbac(kube: Client, *, app: str, model: str, infra: str) -> None:
-    """The controller's Roles: Lease in its namespace (``model``), platform in ``infra``
-    (which must exist); ours elsewhere are deleted once these are in place."""
+def ensure_namespace(kube: Client, name: str) -> None:
+    """Create namespace ``name`` when missing, labelled as the controller would create it
+    (src/aitenant/reconcilers/infra_namespace.py), so the controller finds it as its own."""
+    try:
+        kube.get(Namespace, name)
+        return
+    except ApiError as exc:
+        if exc.status.code != 404:
+            raise
+    body = Namespace(metadata=ObjectMeta(name=name, labels=dict(contract.MANAGED_NAMESPACE_LABELS)))
+    try:
+        kube.create(body)
+    except ApiError as exc:
+        if exc.status.code != 409:  # created meanwhile (the controller at its start)
+            raise
+    logger.info("created namespace %s for the controller's Role there", name)
+
+
+def apply_namespaced_rbac(
+    kube: Client, *, app: str, model: str, namespaces: cluster.RoleNamespaces
+) -> None:
+    """The controller's Roles: Lease in its namespace (``model``), platform in the infra
+    namespace (which must exist), claims in the AITenant namespace (created when missing); ours
+    elsewhere are deleted once these are in place."""
+    infra = namespaces.infra
+    ensure_namespace(kube, namespaces.aitenant)
     desired = cluster.construct_namespaced_rbac(
         prefix=cluster.namespaced_rbac_prefix(app, model),
         controller_namespace=model,
-        infra_namespace=infra,
+        namespaces=namespaces,
         service_account=app,
     )
     for obj in desired:
@@ -58,6 +91,11 @@ def apply_namespaced_rbac(kube: Client, *, app: str, model: str, infra: str) -> 
                 raise ClusterStepError(
                     f"infra namespace {infra!r} does not exist: create it (with the "
                     "maas-api database Secret) or change `infra-namespace`"
+                ) from None
+            if exc.status.code == 404 and namespace == namespaces.gateway != model:
+                raise ClusterStepError(
+                    f"gateway namespace {namespace!r} does not exist: deploy the Gateway there "
+                    "or change `gateway-namespace`"
                 ) from None
             raise
     existing: list[Role | RoleBinding] = [
@@ -73,9 +111,9 @@ def apply_namespaced_rbac(kube: Client, *, app: str, model: str, infra: str) -> 
             if exc.status.code != 404:
                 raise
         logger.info(
-            "deleted %s %s/%s (infra namespace is now %s)",
+            "deleted %s %s/%s (now in %s)",
             type(obj).__name__,
             obj.metadata.namespace,
             obj.metadata.name,
-            infra,
+            namespaces,
         )

@@ -3,8 +3,9 @@
 Nothing here revokes or deletes a tenant. ``prepare_removal`` deletes the webhook configuration
 (no unit will serve it) and releases the controller's finalizers, so that deleting a tenant
 after the charm is gone never hangs. ``delete_deployment_objects`` drops what would break the
-cluster without the app: the webhook configuration (it would reject every AITenant write) and
-the bindings and Roles granting rights to a service account that is going away. CRDs,
+cluster without the app: the webhook configuration (it would reject every AITenant write), the
+bindings and Roles granting rights to a service account that is going away, and the admission
+policy on what that account may write. CRDs,
 ClusterRoles and tenants hold or serve user data and are never deleted.
 """
 
@@ -16,7 +17,11 @@ from typing import Any
 
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
-from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.admissionregistration_v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+)
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, Role, RoleBinding
 from lightkube.types import PatchType
 
@@ -56,10 +61,16 @@ def prepare_removal(kube: Client, *, app: str, model: str) -> Released:
 
 
 def delete_deployment_objects(kube: Client, *, app: str, model: str) -> None:
-    """Delete our webhook configuration, ClusterRoleBinding, Roles and RoleBindings; log
-    (and go on past) what the cluster refuses, since the app is going anyway."""
+    """Delete our webhook configuration, ClusterRoleBinding, Roles and RoleBindings, and the
+    admission policy on that service account's ClusterRoleBinding writes (its binding first);
+    log (and go on past) what the cluster refuses, since the app is going anyway."""
     name = cluster.cluster_scoped_name(app, model)
-    for kind in (ValidatingWebhookConfiguration, ClusterRoleBinding):
+    for kind in (
+        ValidatingWebhookConfiguration,
+        ClusterRoleBinding,
+        ValidatingAdmissionPolicyBinding,
+        ValidatingAdmissionPolicy,
+    ):
         try:
             delete_cluster_scoped(kube, kind, name)
         except ApiError as exc:

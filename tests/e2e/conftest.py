@@ -16,11 +16,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, cast
 
+import httpx
 import pytest
 import trustme
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, KubeConfig, codecs
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.admissionregistration_v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+)
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
     ClusterRoleBinding,
@@ -35,7 +40,7 @@ from aitenant.runtime.controller import Done, Key, Result
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
 from tests.harness import samples
-from tests.harness.cluster import LocalCluster, User, free_port
+from tests.harness.cluster import ADMIN_TOKEN, LocalCluster, User, free_port
 from tests.harness.maas_api import FakeMaasApi
 
 AITENANT_NS = "ai-tenants"
@@ -112,9 +117,13 @@ def controller_kubeconfig(cluster: LocalCluster) -> Path:
 CONTROLLER_RBAC_PREFIX = "aitenant-controller"
 
 
-async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = INFRA_NS) -> None:
+async def bind_controller_roles(
+    client: AsyncClient, *, infra_namespace: str = INFRA_NS, aitenant_namespace: str = AITENANT_NS
+) -> None:
     """Exactly the rights the charm grants: the shipped ClusterRoles, bound, and the Roles of
-    the controller namespace (leader Lease) and the infra namespace (tenant platform)."""
+    the controller namespace (leader Lease), the infra namespace (tenant platform), the
+    AITenant namespace (gateway claims) and the gateway namespace (Kuadrant policies), and the
+    admission policy on the controller's ClusterRoleBinding writes."""
     for doc in manifests.cluster_role_documents():
         role = cast(ClusterRole, ClusterRole.from_dict(doc))
         await client.apply(role, field_manager="aitenant-tests", force=True)
@@ -126,10 +135,20 @@ async def bind_controller_roles(client: AsyncClient, *, infra_namespace: str = I
         subjects=[Subject(kind="ServiceAccount", name="aitenant-controller", namespace=INFRA_NS)],
     )
     await client.apply(binding, field_manager="aitenant-tests", force=True)
+    for doc in manifests.render_binding_policy(
+        name="aitenant-controller",
+        service_account="aitenant-controller",
+        service_account_namespace=INFRA_NS,
+    ):
+        policy = codecs.from_dict(doc)
+        assert isinstance(policy, ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding)
+        await client.apply(policy, field_manager="aitenant-tests", force=True)
     for doc in manifests.render_namespaced_rbac(
         prefix=CONTROLLER_RBAC_PREFIX,
         controller_namespace=INFRA_NS,
         infra_namespace=infra_namespace,
+        aitenant_namespace=aitenant_namespace,
+        gateway_namespace=GATEWAY_NS,
         service_account="aitenant-controller",
         service_account_namespace=INFRA_NS,
     ):
@@ -147,8 +166,38 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
         await samples.ensure_namespace(client, ns)
     await samples.ensure_db_secret(client, INFRA_NS)
     await bind_controller_roles(client)
+    await binding_policy_enforced(cluster)
     yield client
     await client.close()
+
+
+async def binding_policy_enforced(cluster: LocalCluster, timeout: float = 30) -> None:
+    """Wait until the API server enforces the admission policy (it loads policies through an
+    informer). The probe impersonates the controller from the admin identity, so the audit
+    checks of test_security.py, which look at the controller's own requests, never see it."""
+    headers = {
+        "Authorization": f"Bearer {ADMIN_TOKEN}",
+        "Impersonate-User": CONTROLLER_USER.name,
+    }
+    body = {
+        "apiVersion": "rbac.authorization.k8s.io/v1",
+        "kind": "ClusterRoleBinding",
+        "metadata": {"name": "binding-policy-ready"},  # unlabelled: must be refused
+        "roleRef": {
+            "apiGroup": "rbac.authorization.k8s.io",
+            "kind": "ClusterRole",
+            "name": contract.MAAS_API_CLUSTER_ROLE,
+        },
+        "subjects": [{"kind": "ServiceAccount", "name": "nobody", "namespace": INFRA_NS}],
+    }
+    url = "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings?dryRun=All"
+    # verify=False: the local API server's certificate is self-signed (as in its kubeconfig).
+    async with httpx.AsyncClient(base_url=cluster.server, verify=False, headers=headers) as http:
+
+        async def refused() -> bool:
+            return (await http.post(url, json=body)).status_code == 403
+
+        await eventually(refused, timeout=timeout, interval=0.2)
 
 
 @dataclass

@@ -39,21 +39,23 @@ from charmlibs.interfaces.tls_certificates import (
     CertificateSigningRequest,
     PrivateKey,
 )
-from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube import ApiError, AsyncClient, Client, KubeConfig
 from lightkube.models import core_v1, discovery_v1
 from lightkube.models.core_v1 import ServicePort, ServiceSpec
 from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Endpoints, Namespace, Service
 from lightkube.resources.discovery_v1 import EndpointSlice
+from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, Role
 from ops import testing
 
 import charm
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant_charm import cos, pki, webhook_trust
-from aitenant_charm.cluster import cluster_scoped_name
+from aitenant_charm import cluster_objects, cos, lightkube_private, pki, webhook_trust
+from aitenant_charm.cluster import MANAGED_BY_LABEL, cluster_scoped_name
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import CONTAINER, WEBHOOK_PORT
 from charm import AITenantCharm
@@ -232,7 +234,8 @@ async def expose_webhook(kube: AsyncClient) -> None:
 @pytest.fixture(scope="module")
 async def deployment(ca_cluster: LocalCluster) -> AsyncIterator[Deployment]:
     kube = AsyncClient(KubeConfig.from_file(ca_cluster.kubeconfig), field_manager="tests")
-    for namespace in (MODEL, AITENANT_NS):
+    # The gateway namespace exists wherever a Gateway is deployed; the charm applies a Role there.
+    for namespace in (MODEL, AITENANT_NS, "gateways"):
         await samples.ensure_namespace(kube, namespace)
     await samples.install_crds(kube, crds.third_party_and_stand_ins())
     await expose_webhook(kube)
@@ -497,6 +500,55 @@ async def test_prometheus_scrapes_the_controller_and_evaluates_every_alert_rule(
             for group in rules["groups"]:
                 for rule in group["rules"]:
                     await query(rule["expr"])  # each expression runs on the scraped data
+
+
+# --- Rights ----------------------------------------------------------------------------------
+
+
+async def test_the_charm_grants_rights_only_where_the_controller_uses_them(
+    deployment: Deployment, ca_cluster: LocalCluster
+):
+    kube = deployment.kube
+    prefix = cluster_scoped_name(APP, MODEL)
+    # GIVEN the deployed charm: its Roles in the AITenant and the gateway namespace
+    for namespace, name in ((AITENANT_NS, f"{prefix}-claims"), ("gateways", f"{prefix}-gateway")):
+        role = await kube.get(Role, name, namespace=namespace)
+        assert role.metadata
+        assert role.metadata.labels == MANAGED_BY_LABEL
+    # AND its admission policy: the app's service account may not touch another binding
+    probe = ClusterRoleBinding(
+        metadata=ObjectMeta(name="rbac-probe"),
+        roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="view"),
+        subjects=[Subject(kind="ServiceAccount", name="rbac-probe", namespace=MODEL)],
+    )
+    await kube.create(probe)
+    app = AsyncClient(KubeConfig.from_file(ca_cluster.kubeconfig_for(APP_USER)))
+    try:
+
+        async def refused() -> bool:  # the API server loads policies through an informer
+            try:
+                await app.delete(ClusterRoleBinding, "rbac-probe", dry_run=True)
+            except ApiError as exc:
+                answer = (exc.status.code, exc.status.message or "")
+            else:
+                return False
+            return answer[0] == 403 and prefix in answer[1]
+
+        await eventually(refused, timeout=30, interval=0.2)
+    finally:
+        await app.close()
+        await kube.delete(ClusterRoleBinding, "rbac-probe")
+    # AND the charm creates a missing AITenant namespace as the controller would (labelled)
+    sync = Client(KubeConfig.from_file(ca_cluster.kubeconfig), field_manager="tests")
+    try:
+        await asyncio.to_thread(cluster_objects.ensure_namespace, sync, "charm-made-tenants")
+        await asyncio.to_thread(cluster_objects.ensure_namespace, sync, "charm-made-tenants")
+    finally:
+        lightkube_private.close(sync)
+    made = await kube.get(Namespace, "charm-made-tenants")
+    assert made.metadata
+    assert made.metadata.labels
+    assert made.metadata.labels.items() >= contract.MANAGED_NAMESPACE_LABELS.items()
 
 
 # --- Teardown ------------------------------------------------------------------------------

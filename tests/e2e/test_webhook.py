@@ -313,10 +313,12 @@ async def test_custom_infrastructure_namespace_is_allowed(
     maas_api: Any,
     unique: Names,
 ) -> None:
-    from .conftest import e2e_settings
+    from .conftest import bind_controller_roles, e2e_settings
 
     custom = unique("custom-infra")
     await samples.ensure_namespace(kube, custom)
+    # What the charm does when `aitenant-namespace` changes: the claims Role follows it.
+    await bind_controller_roles(kube, aitenant_namespace=custom)
     await controller.stop()
     other = RunningController(
         cluster, e2e_settings(maas_api, webhook_tls, aitenant_namespace=custom)

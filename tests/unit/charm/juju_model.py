@@ -137,6 +137,16 @@ class FakeClient:
         self.cluster.writes.append(("apply", type(obj).__name__, meta.name))
         return copy.deepcopy(stored)
 
+    def create(self, obj: Any) -> Any:
+        self._check()
+        meta = obj.metadata
+        key = _key(type(obj), meta.namespace, meta.name)
+        if key in self.cluster.objects:
+            raise api_error(409, f"{meta.name} already exists")
+        self.cluster.objects[key] = copy.deepcopy(obj)
+        self.cluster.writes.append(("create", type(obj).__name__, meta.name))
+        return copy.deepcopy(obj)
+
     def delete(self, res: Any, name: str, namespace: str | None = None) -> None:
         self._check()
         if self.cluster.objects.pop(_key(res, namespace, name), None) is None:

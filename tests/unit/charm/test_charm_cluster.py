@@ -14,8 +14,13 @@ from charm_kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef
-from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from lightkube.resources.admissionregistration_v1 import (
+    ValidatingAdmissionPolicy,
+    ValidatingAdmissionPolicyBinding,
+    ValidatingWebhookConfiguration,
+)
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.core_v1 import Namespace
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
     ClusterRoleBinding,
@@ -80,6 +85,26 @@ def test_controller_cluster_role_is_bound_to_the_app_service_account(ready: Char
     assert binding.subjects
     [subject] = binding.subjects
     assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
+
+
+def test_cluster_role_binding_writes_are_limited_to_the_app_service_account_s_maas_api_ones(
+    ready: CharmKit,
+):
+    # GIVEN a reconciled leader
+    # WHEN we look at the admission policy applied
+    policy = ready.applied(ValidatingAdmissionPolicy)[-1]
+    binding = ready.applied(ValidatingAdmissionPolicyBinding)[-1]
+    # THEN it is named like our other cluster-scoped objects, matches the app's service account
+    # only, and the binding denies what it refuses
+    assert policy.metadata
+    assert policy.metadata.name == f"{MODEL}-{APP}"
+    assert policy.metadata.labels == MANAGED_BY_LABEL
+    assert policy.spec
+    [condition] = policy.spec.matchConditions or []
+    assert f'"system:serviceaccount:{MODEL}:{APP}"' in condition.expression
+    assert binding.spec
+    assert binding.spec.policyName == f"{MODEL}-{APP}"
+    assert binding.spec.validationActions == ["Deny"]
 
 
 def test_non_leader_applies_nothing(kit: CharmKit):
@@ -176,11 +201,14 @@ def test_remove_of_the_application_deletes_only_the_webhook_and_binding(ready: C
     ready.harness.set_planned_units(0)
     # WHEN the remove hook runs
     ready.harness.charm.on.remove.emit()
-    # THEN the webhook configuration and binding go, CRDs and ClusterRoles never do
+    # THEN the webhook configuration, binding and admission policy go, CRDs and ClusterRoles
+    # never do
     deleted = [call.args for call in ready.kube.delete.call_args_list]
     assert deleted == [
         (ValidatingWebhookConfiguration, f"{MODEL}-{APP}"),
         (ClusterRoleBinding, f"{MODEL}-{APP}"),
+        (ValidatingAdmissionPolicyBinding, f"{MODEL}-{APP}"),
+        (ValidatingAdmissionPolicy, f"{MODEL}-{APP}"),
     ]
     for kind, _ in deleted:
         assert kind is not CustomResourceDefinition
@@ -203,8 +231,8 @@ def test_remove_tolerates_objects_already_gone(ready: CharmKit):
     ready.kube.delete.side_effect = api_error(404, "not found")
     # WHEN the remove hook runs
     ready.harness.charm.on.remove.emit()
-    # THEN it finishes without error, having tried both
-    assert ready.kube.delete.call_count == 2
+    # THEN it finishes without error, having tried each
+    assert ready.kube.delete.call_count == 4
 
 
 @pytest.mark.parametrize("event", ["upgrade_charm", "config_changed", "update_status"])
@@ -276,6 +304,119 @@ def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str 
 
 
 PREFIX = f"{MODEL}-{APP}"
+AITENANT_NS = contract.DEFAULT_AITENANT_NAMESPACE
+GATEWAY_NS = "istio-gw"  # CharmKit.integrate_gateway's
+
+
+def test_the_gateway_role_follows_the_gateway_namespace_option(ready: CharmKit):
+    # GIVEN the gateway Role in the namespace the `gateway` relation named
+    stored = {
+        Role: [_stored(Role, GATEWAY_NS, f"{PREFIX}-gateway")],
+        RoleBinding: [_stored(RoleBinding, GATEWAY_NS, f"{PREFIX}-gateway")],
+    }
+    ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
+    ready.kube.apply.reset_mock()
+    # WHEN the operator sets another gateway namespace (config wins over the relation)
+    ready.configure(gateway_namespace="other-gw")
+    # THEN the Role is applied there and ours in the relation's namespace are deleted
+    assert ("Role", "other-gw", f"{PREFIX}-gateway") in _where(ready.applied(Role))
+    deleted = {
+        (c.args[0].__name__, c.kwargs.get("namespace"), c.args[1])
+        for c in ready.kube.delete.call_args_list
+    }
+    assert deleted == {
+        ("Role", GATEWAY_NS, f"{PREFIX}-gateway"),
+        ("RoleBinding", GATEWAY_NS, f"{PREFIX}-gateway"),
+    }
+    assert ready.flags()["gateway-namespace"] == "other-gw"
+
+
+def test_no_gateway_role_while_no_gateway_is_known(kit: CharmKit):
+    # GIVEN maas-api but neither the `gateway` relation nor gateway config
+    kit.integrate_maas_api()
+    kit.reconcile()
+    # THEN the other Roles are applied, no gateway Role (and none is deleted)
+    names = {name for _, _, name in _where(kit.applied(Role))}
+    assert f"{PREFIX}-claims" in names
+    assert f"{PREFIX}-gateway" not in names
+    kit.kube.delete.assert_not_called()
+
+
+def test_missing_gateway_namespace_waits_and_names_it(ready: CharmKit):
+    def apply(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if obj.metadata and obj.metadata.namespace == "nowhere":
+            raise api_error(404, 'namespaces "nowhere" not found')
+        return obj
+
+    ready.kube.apply.side_effect = apply
+    ready.configure(gateway_namespace="nowhere")
+    status = ready.status()
+    assert isinstance(status, ops.WaitingStatus)
+    assert "gateway namespace 'nowhere' does not exist" in status.message
+
+
+def test_the_aitenant_namespace_is_created_before_its_role(kit: CharmKit):
+    # GIVEN a cluster without the AITenant namespace (the controller has never started)
+    order: list[str] = []
+    kit.kube.create.side_effect = lambda obj, *a, **kw: order.append(f"create {obj.metadata.name}")  # pyright: ignore[reportUnknownLambdaType]
+
+    def apply(obj: Any, *args: Any, **kwargs: Any) -> Any:
+        if isinstance(obj, Role) and obj.metadata and obj.metadata.namespace == AITENANT_NS:
+            order.append("apply claims Role")
+        return obj
+
+    kit.kube.apply.side_effect = apply
+    # WHEN the leader reconciles
+    kit.make_ready()
+    # THEN the charm creates the namespace, labelled as the controller creates it, then the Role
+    assert order[:2] == [f"create {AITENANT_NS}", "apply claims Role"]
+    created = kit.kube.create.call_args_list[0].args[0]
+    assert isinstance(created, Namespace)
+    assert created.metadata
+    assert created.metadata.labels == contract.MANAGED_NAMESPACE_LABELS
+
+
+def test_an_existing_aitenant_namespace_is_left_alone(kit: CharmKit):
+    # GIVEN the AITenant namespace exists
+    def get(kind: Any, name: str, *args: Any, **kwargs: Any) -> Any:
+        if kind is Namespace:
+            return Namespace(metadata=ObjectMeta(name=name))
+        raise api_error(404, "not found")
+
+    kit.kube.get.side_effect = get
+    # WHEN the leader reconciles
+    kit.make_ready()
+    # THEN nothing is created, the claims Role is applied there
+    kit.kube.create.assert_not_called()
+    assert ("Role", AITENANT_NS, f"{PREFIX}-claims") in _where(kit.applied(Role))
+
+
+def test_changing_aitenant_namespace_moves_the_claims_role_and_deletes_the_old_one(
+    ready: CharmKit,
+):
+    # GIVEN the claims Role and binding in the old AITenant namespace
+    stored = {
+        Role: [
+            _stored(Role, AITENANT_NS, f"{PREFIX}-claims"),
+            _stored(Role, "maas-infra", f"{PREFIX}-platform"),
+        ],
+        RoleBinding: [_stored(RoleBinding, AITENANT_NS, f"{PREFIX}-claims")],
+    }
+    ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
+    ready.kube.apply.reset_mock()
+    # WHEN the operator points the controller at another AITenant namespace
+    ready.configure(aitenant_namespace="other-tenants")
+    # THEN the claims Role is applied there, and ours in the old namespace are deleted
+    assert ("Role", "other-tenants", f"{PREFIX}-claims") in _where(ready.applied(Role))
+    deleted = {
+        (c.args[0].__name__, c.kwargs.get("namespace"), c.args[1])
+        for c in ready.kube.delete.call_args_list
+    }
+    assert deleted == {
+        ("Role", AITENANT_NS, f"{PREFIX}-claims"),
+        ("RoleBinding", AITENANT_NS, f"{PREFIX}-claims"),
+    }
+    assert ready.flags()["aitenant-namespace"] == "other-tenants"
 
 
 def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready: CharmKit):
@@ -285,14 +426,19 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
     ready.reconcile()
     roles = ready.applied(Role)
     bindings = ready.applied(RoleBinding)
-    # THEN the Lease Role lives in the model's namespace, the platform Role in maas-infra
+    # THEN the Lease Role lives in the model's namespace, the platform Role in maas-infra, the
+    # claims Role in the AITenant namespace
     assert _where(roles) == {
         ("Role", MODEL, f"{PREFIX}-leader-election"),
         ("Role", "maas-infra", f"{PREFIX}-platform"),
+        ("Role", AITENANT_NS, f"{PREFIX}-claims"),
+        ("Role", GATEWAY_NS, f"{PREFIX}-gateway"),
     }
     assert _where(bindings) == {
         ("RoleBinding", MODEL, f"{PREFIX}-leader-election"),
         ("RoleBinding", "maas-infra", f"{PREFIX}-platform"),
+        ("RoleBinding", AITENANT_NS, f"{PREFIX}-claims"),
+        ("RoleBinding", GATEWAY_NS, f"{PREFIX}-gateway"),
     }
     for binding in bindings:
         assert binding.subjects
@@ -307,7 +453,7 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
         if r.metadata and r.metadata.name == "aitenant-controller"
     ]
     resources = {res for rule in controller_role.rules or [] for res in rule.resources or []}
-    assert not {"leases", "secrets"} & resources
+    assert not {"leases", "secrets", "configmaps", "authpolicies"} & resources
 
 
 def test_without_an_infra_namespace_the_platform_role_is_in_the_model(kit: CharmKit):
@@ -315,8 +461,9 @@ def test_without_an_infra_namespace_the_platform_role_is_in_the_model(kit: Charm
     kit.integrate_gateway()
     kit.integrate_maas_api(DEFAULT_MAAS_API.model_copy(update={"infra_namespace": ""}))
     kit.reconcile()
-    # THEN both Roles are in the model's namespace
-    assert {ns for _, ns, _ in _where(kit.applied(Role))} == {MODEL}
+    # THEN the Lease and platform Roles are in the model's namespace
+    names = (f"{PREFIX}-leader-election", f"{PREFIX}-platform")
+    assert {ns for _, ns, name in _where(kit.applied(Role)) if name in names} == {MODEL}
 
 
 def _stored(kind: type, namespace: str, name: str, managed: bool = True) -> Role | RoleBinding:
@@ -377,7 +524,11 @@ def test_missing_infra_namespace_waits_and_names_it(ready: CharmKit):
 
 def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
     stored = {
-        Role: [_stored(Role, "maas-infra", f"{PREFIX}-platform"), _stored(Role, "x", "other")],
+        Role: [
+            _stored(Role, "maas-infra", f"{PREFIX}-platform"),
+            _stored(Role, AITENANT_NS, f"{PREFIX}-claims"),
+            _stored(Role, "x", "other"),
+        ],
         RoleBinding: [_stored(RoleBinding, MODEL, f"{PREFIX}-leader-election")],
     }
     ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
@@ -390,5 +541,6 @@ def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
     }
     assert deleted == {
         ("Role", "maas-infra", f"{PREFIX}-platform"),
+        ("Role", AITENANT_NS, f"{PREFIX}-claims"),
         ("RoleBinding", MODEL, f"{PREFIX}-leader-election"),
     }

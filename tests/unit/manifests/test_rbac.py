@@ -31,8 +31,6 @@ def test_controller_role_never_escalates_beyond_its_needs() -> None:
     for rule in doc["rules"]:
         if "bind" in rule["verbs"]:
             assert rule.get("resourceNames"), "bind must be limited to named roles"
-        if "gateways" in rule.get("resources", []):
-            assert set(rule["verbs"]) <= {"get", "list", "watch"}, "Gateways are only read"
 
 
 def _rules_for(doc: dict[str, Any], group: str, resource: str) -> list[dict[str, Any]]:
@@ -56,11 +54,16 @@ def test_cluster_role_keeps_no_namespaced_platform_rights() -> None:
         ("batch", "cronjobs"),
         ("gateway.networking.k8s.io", "httproutes"),
         ("gateway.networking.k8s.io", "backendtlspolicies"),
+        # The Gateways and Kuadrant policies live in the gateway namespace (its Role).
+        ("gateway.networking.k8s.io", "gateways"),
+        ("kuadrant.io", "authpolicies"),
+        ("kuadrant.io", "tokenratelimitpolicies"),
+        ("extensions.kuadrant.io", "telemetrypolicies"),
     ]:
         assert _rules_for(doc, group, resource) == [], f"{resource} in the ClusterRole"
-    # Claim ConfigMaps are created and updated, never applied: the BackendTLSPolicy's CA
-    # ConfigMap is applied (patch) only in the infra namespace.
-    assert all("patch" not in r["verbs"] for r in _rules_for(doc, "", "configmaps"))
+    # ConfigMaps: the claims in the AITenant namespace, the BackendTLSPolicy's CA in the infra
+    # namespace, both from Roles there; none anywhere else.
+    assert _rules_for(doc, "", "configmaps") == []
 
 
 def test_config_writes_are_limited_to_default_except_create() -> None:
@@ -76,11 +79,15 @@ def test_config_writes_are_limited_to_default_except_create() -> None:
     }
 
 
-def rendered(infra: str = "maas-infra") -> list[dict[str, Any]]:
+def rendered(
+    infra: str = "maas-infra", aitenants: str = "ai-tenants", gateways: str | None = None
+) -> list[dict[str, Any]]:
     return manifests.render_namespaced_rbac(
         prefix="maas-aitenant-k8s",
         controller_namespace="maas",
         infra_namespace=infra,
+        aitenant_namespace=aitenants,
+        gateway_namespace=gateways,
         service_account="aitenant-k8s",
         service_account_namespace="maas",
         labels={"app.kubernetes.io/managed-by": "aitenant-k8s"},
@@ -94,8 +101,10 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         ("RoleBinding", "maas", "maas-aitenant-k8s-leader-election"),
         ("Role", "maas-infra", "maas-aitenant-k8s-platform"),
         ("RoleBinding", "maas-infra", "maas-aitenant-k8s-platform"),
+        ("Role", "ai-tenants", "maas-aitenant-k8s-claims"),
+        ("RoleBinding", "ai-tenants", "maas-aitenant-k8s-claims"),
     ]
-    lease, lease_binding, platform, platform_binding = docs
+    lease, lease_binding, platform, platform_binding, claims, claims_binding = docs
     assert lease["rules"] == [
         {
             "apiGroups": ["coordination.k8s.io"],
@@ -121,7 +130,16 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         assert [r["verbs"] for r in _rules_for(platform, group, resource)] == [
             ["get", "list", "watch", "create", "patch", "delete"]
         ], resource
-    for binding, role in ((lease_binding, lease), (platform_binding, platform)):
+    # The gateway claims: written by create and replace, never applied (no patch).
+    assert claims["rules"] == [
+        {
+            "apiGroups": [""],
+            "resources": ["configmaps"],
+            "verbs": ["get", "list", "watch", "create", "update", "delete"],
+        }
+    ]
+    pairs = ((lease_binding, lease), (platform_binding, platform), (claims_binding, claims))
+    for binding, role in pairs:
         assert binding["roleRef"] == {
             "apiGroup": "rbac.authorization.k8s.io",
             "kind": "Role",
@@ -137,15 +155,17 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
                 assert "*" not in (rule.get(key) or [])
 
 
-def test_infra_namespace_may_be_the_controller_namespace() -> None:
-    docs = rendered(infra="maas")
+def test_infra_and_aitenant_namespaces_may_be_the_controller_namespace() -> None:
+    docs = rendered(infra="maas", aitenants="maas")
     assert {d["metadata"]["namespace"] for d in docs} == {"maas"}
-    assert len({(d["kind"], d["metadata"]["name"]) for d in docs}) == 4
+    assert len({(d["kind"], d["metadata"]["name"]) for d in docs}) == 6
 
 
 def test_namespaced_rbac_needs_every_namespace() -> None:
     with pytest.raises(ValueError, match="infra_namespace is required"):
         rendered(infra="")
+    with pytest.raises(ValueError, match="aitenant_namespace is required"):
+        rendered(aitenants="")
 
 
 def test_crds_carry_the_cel_rules() -> None:
@@ -159,3 +179,88 @@ def test_crds_carry_the_cel_rules() -> None:
             "message": "MaasTenantConfig name must be default-tenant",
         }
     ]
+
+
+def test_kuadrant_policies_in_the_gateway_namespace_once_it_is_known() -> None:
+    docs = rendered(gateways="istio-gw")
+    where = [(d["kind"], d["metadata"]["namespace"], d["metadata"]["name"]) for d in docs]
+    assert where[-2:] == [
+        ("Role", "istio-gw", "maas-aitenant-k8s-gateway"),
+        ("RoleBinding", "istio-gw", "maas-aitenant-k8s-gateway"),
+    ]
+    gateway = docs[-2]
+    verbs = {
+        (rule["apiGroups"][0], resource): rule["verbs"]
+        for rule in gateway["rules"]
+        for resource in rule["resources"]
+    }
+    assert verbs == {
+        # Read only.
+        ("gateway.networking.k8s.io", "gateways"): ["get", "list", "watch"],
+        # Create-only: never patched.
+        ("kuadrant.io", "authpolicies"): ["get", "list", "watch", "create", "delete"],
+        ("kuadrant.io", "tokenratelimitpolicies"): [
+            *("get", "list", "watch", "create", "patch", "delete")
+        ],
+        ("extensions.kuadrant.io", "telemetrypolicies"): [
+            *("get", "list", "watch", "create", "patch", "delete")
+        ],
+    }
+    # The infra namespace: only what pruning an older version's route AuthPolicy needs.
+    platform = next(d for d in docs if d["metadata"]["name"].endswith("-platform"))
+    assert [r["verbs"] for r in _rules_for(platform, "kuadrant.io", "authpolicies")] == [
+        ["list", "watch", "delete"]
+    ]
+    # Without a gateway namespace there is no such Role.
+    assert not [d for d in rendered() if d["metadata"]["name"].endswith("-gateway")]
+
+
+def test_binding_policy_matches_the_controller_and_names_its_rule() -> None:
+    policy, binding = manifests.render_binding_policy(
+        name="maas-aitenant-k8s", service_account="aitenant-k8s", service_account_namespace="maas"
+    )
+    assert (policy["kind"], binding["kind"]) == (
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+    )
+    spec = policy["spec"]
+    assert spec["failurePolicy"] == "Fail"
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {
+            "apiGroups": ["rbac.authorization.k8s.io"],
+            "apiVersions": ["*"],
+            "operations": ["CREATE", "UPDATE", "DELETE"],
+            "resources": ["clusterrolebindings"],
+        }
+    ]
+    [condition] = spec["matchConditions"]
+    assert condition["expression"] == (
+        'request.userInfo.username == "system:serviceaccount:maas:aitenant-k8s"'
+    )
+    # DELETE has no object: the rule reads the binding as it was.
+    assert spec["variables"] == [
+        {"name": "binding", "expression": "request.operation == 'DELETE' ? oldObject : object"}
+    ]
+    [rule] = spec["validations"]
+    assert 'variables.binding.roleRef.name == "maas-api"' in rule["expression"]
+    assert (
+        'variables.binding.metadata.labels["app.kubernetes.io/managed-by"] == "aitenant-controller"'
+        in rule["expression"]
+    )
+    assert rule["reason"] == "Forbidden"
+    assert rule["message"].startswith("maas-aitenant-k8s: ")
+    assert binding["spec"] == {"policyName": "maas-aitenant-k8s", "validationActions": ["Deny"]}
+
+
+def test_cluster_role_has_no_verb_the_code_does_not_use() -> None:
+    doc = yaml.safe_load((RBAC / "clusterrole.yaml").read_text())
+    # Status subresources are replaced, never read or patched there; AITenants never replaced.
+    for resource in ("aitenants/status", "maastenantconfigs/status"):
+        assert [r["verbs"] for r in _rules_for(doc, "maas.opendatahub.io", resource)] == [
+            ["update"]
+        ]
+    [aitenants] = _rules_for(doc, "maas.opendatahub.io", "aitenants")
+    assert "update" not in aitenants["verbs"]
+    # Events: core/v1 create only.
+    assert [r["verbs"] for r in _rules_for(doc, "", "events")] == [["create"]]
+    assert _rules_for(doc, "events.k8s.io", "events") == []
