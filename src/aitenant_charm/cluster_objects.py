@@ -14,9 +14,10 @@ import logging
 
 from lightkube import Client
 from lightkube.core.exceptions import ApiError
+from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
-from aitenant_charm import cluster
+from aitenant_charm import cluster, workload
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +34,33 @@ def apply_cluster_objects(kube: Client, *, app: str, model: str, infra: str | No
     binding = cluster.construct_cluster_role_binding(
         name=cluster.cluster_scoped_name(app, model), service_account=app, namespace=model
     )
-    for obj in (*crds, *roles, binding):
+    policy = cluster.construct_webhook_network_policy(
+        app=app,
+        namespace=model,
+        webhook_port=workload.WEBHOOK_PORT,
+        open_ports=(workload.HEALTH_PORT, workload.METRICS_PORT),
+        api_server_addresses=api_server_addresses(kube),
+    )
+    for obj in (*crds, *roles, binding, policy):
         kube.apply(obj, force=True)
-    logger.debug("applied %s", cluster.names((*crds, *roles, binding)))
+    logger.debug("applied %s", cluster.names((*crds, *roles, binding, policy)))
     if infra is not None:
         apply_namespaced_rbac(kube, app=app, model=model, infra=infra)
+
+
+def api_server_addresses(kube: Client) -> list[str]:
+    """The addresses the API server runs on: the endpoints of Service ``default/kubernetes``,
+    from which it calls admission webhooks."""
+    addresses: list[str] = []
+    slices = kube.list(
+        EndpointSlice, namespace="default", labels={"kubernetes.io/service-name": "kubernetes"}
+    )
+    for endpoint_slice in slices:
+        for endpoint in endpoint_slice.endpoints or []:
+            addresses.extend(endpoint.addresses)
+    if not addresses:
+        logger.warning("no API server address found: the webhook port stays open to all")
+    return addresses
 
 
 def apply_namespaced_rbac(kube: Client, *, app: str, model: str, infra: str) -> None:
