@@ -110,6 +110,7 @@ def config_reconciler(
         applier=applier,
         tracked=tracked,
         remember=caches.configs.remember,
+        get_tenant=caches.tenants.get,
     )
     return TenantConfigReconciler(
         client=client,
