@@ -278,27 +278,9 @@ class TenantFinalizer:
                 raise
 
     async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
-        infra = self.settings.effective_infra_namespace
-        ns = await self.reads.get(Namespace, infra)
-        if ns is None:
-            return
-        meta = ns.metadata or ObjectMeta()
-        try:
-            patch = infra_labels.plan_release(
-                namespace=infra,
-                labels=meta.labels,
-                annotations=meta.annotations,
-                gateway_name=ctx.gateway_name,
-            )
-        except infra_labels.LabelConflict as exc:
-            log.warning("aitenant %s: %s; leaving infra labels alone", ctx.tenant.name, exc)
-            return
-        if patch is not None:
-            patch["metadata"]["resourceVersion"] = meta.resourceVersion
-            self.reads.remember(
-                Namespace,
-                await self.client.patch(Namespace, infra, patch, patch_type=PatchType.MERGE),
-            )
+        await release_gateway_labels(
+            self.client, self.reads, self.settings.effective_infra_namespace, ctx
+        )
 
     async def remove_finalizer(self, status: StatusWriter) -> None:
         """Remove our finalizer from the latest copy the pass knows (its status write's answer,
@@ -363,6 +345,33 @@ class TenantFinalizer:
             "aitenant %s/%s: deletion timeout, finalizer removed", tenant.namespace, tenant.name
         )
         return Done()
+
+
+async def release_gateway_labels(
+    client: AsyncClient, reads: CachedReads, infra: str, ctx: TenantContext
+) -> None:
+    """Take ``ctx``'s Gateway out of the infra namespace's label ledger, and the labels only it
+    wanted off the namespace (docs/contract.md §5.1-8); used by a deletion, and by a pass whose
+    tenant moved to another Gateway."""
+    ns = await reads.get(Namespace, infra)
+    if ns is None:
+        return
+    meta = ns.metadata or ObjectMeta()
+    try:
+        patch = infra_labels.plan_release(
+            namespace=infra,
+            labels=meta.labels,
+            annotations=meta.annotations,
+            gateway_name=ctx.gateway_name,
+        )
+    except infra_labels.LabelConflict as exc:
+        log.warning("aitenant %s: %s; leaving infra labels alone", ctx.tenant.name, exc)
+        return
+    if patch is not None:
+        patch["metadata"]["resourceVersion"] = meta.resourceVersion
+        reads.remember(
+            Namespace, await client.patch(Namespace, infra, patch, patch_type=PatchType.MERGE)
+        )
 
 
 def mark_in_progress(status: StatusWriter) -> None:
