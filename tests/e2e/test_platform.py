@@ -730,6 +730,10 @@ async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritt
     assert live["metadata"]["labels"][contract.LABEL_TENANT_NAME] == name
 
 
+AITENANT_KIND = kinds.Kind(contract.API_VERSION, "AITenant", "aitenants")
+CONFIG_KIND = kinds.Kind(contract.API_VERSION, "MaasTenantConfig", "maastenantconfigs")
+
+
 async def test_a_forced_deletion_leaves_nothing_of_the_platform_serving(
     cluster: LocalCluster,
     kube: AsyncClient,
@@ -758,8 +762,7 @@ async def test_a_forced_deletion_leaves_nothing_of_the_platform_serving(
         await kube.delete(AITenant, name, namespace=AITENANT_NS)
 
         async def tenant_gone() -> bool:
-            return await absent(kube, kinds.Kind(contract.API_VERSION, "AITenant", "aitenants"),
-                                name, AITENANT_NS)  # fmt: skip
+            return await absent(kube, AITENANT_KIND, name, AITENANT_NS)
 
         await eventually(tenant_gone, timeout=30)
         gone_at = loop.time()
@@ -773,8 +776,7 @@ async def test_a_forced_deletion_leaves_nothing_of_the_platform_serving(
             left = sorted(await platform_of(kube, name))
             raise AssertionError(f"left after the AITenant was gone: {left}") from None
         print(f"\nplatform gone {loop.time() - gone_at:.2f} s after the forced AITenant")
-        assert await absent(kube, kinds.Kind(contract.API_VERSION, "MaasTenantConfig",
-                                             "maastenantconfigs"), CONFIG, tns)  # fmt: skip
+        assert await absent(kube, CONFIG_KIND, CONFIG, tns)
     finally:
         await impatient.stop()
         await kube.patch(
