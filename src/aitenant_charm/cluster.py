@@ -17,7 +17,14 @@ from pathlib import Path
 from lightkube import codecs
 from lightkube.core.resource import Resource
 from lightkube.generic_resource import create_namespaced_resource
-from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.meta_v1 import LabelSelector, ObjectMeta
+from lightkube.models.networking_v1 import (
+    IPBlock,
+    NetworkPolicyIngressRule,
+    NetworkPolicyPeer,
+    NetworkPolicyPort,
+    NetworkPolicySpec,
+)
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import (
     ValidatingAdmissionPolicy,
@@ -25,6 +32,7 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingWebhookConfiguration,
 )
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
+from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
     ClusterRoleBinding,
@@ -134,6 +142,56 @@ def construct_webhook_configuration(
     if not isinstance(obj, ValidatingWebhookConfiguration):
         raise TypeError(f"webhook template rendered a {type(obj).__name__}")
     return obj
+
+
+# Juju labels every pod of an application with its name.
+JUJU_APP_LABEL = "app.kubernetes.io/name"
+
+
+def webhook_network_policy_name(app: str) -> str:
+    """Name of the NetworkPolicy guarding the app's webhook port (in the model's namespace)."""
+    return f"{app}-webhook"
+
+
+def construct_webhook_network_policy(
+    *,
+    app: str,
+    namespace: str,
+    webhook_port: int,
+    open_ports: Iterable[int],
+    api_server_addresses: Iterable[str],
+) -> NetworkPolicy:
+    """Ingress to the app's pods: the webhook port only from the API server's addresses (it
+    calls admission webhooks from there), ``open_ports`` (health, metrics) from anywhere.
+
+    Any port not listed is closed by the policy; the charm reads the webhook on loopback,
+    which no NetworkPolicy filters. Without a known address the webhook port stays open to
+    all: a policy admitting nobody would refuse every AITenant write.
+    """
+    peers = [
+        NetworkPolicyPeer(ipBlock=IPBlock(cidr=f"{address}/{128 if ':' in address else 32}"))
+        for address in sorted(set(api_server_addresses))
+    ]
+    rules = [
+        NetworkPolicyIngressRule(
+            from_=peers or None, ports=[NetworkPolicyPort(port=webhook_port, protocol="TCP")]
+        ),
+        NetworkPolicyIngressRule(
+            ports=[NetworkPolicyPort(port=port, protocol="TCP") for port in sorted(open_ports)]
+        ),
+    ]
+    return NetworkPolicy(
+        metadata=ObjectMeta(
+            name=webhook_network_policy_name(app),
+            namespace=namespace,
+            labels=dict(MANAGED_BY_LABEL),
+        ),
+        spec=NetworkPolicySpec(
+            podSelector=LabelSelector(matchLabels={JUJU_APP_LABEL: app}),
+            policyTypes=["Ingress"],
+            ingress=rules,
+        ),
+    )
 
 
 def namespaced_rbac_prefix(app: str, model: str) -> str:

@@ -19,10 +19,11 @@ from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
 from aitenant import contract
-from aitenant_charm import cluster
+from aitenant_charm import cluster, workload
 
 logger = logging.getLogger(__name__)
 
@@ -42,12 +43,37 @@ def apply_cluster_objects(
     binding = cluster.construct_cluster_role_binding(
         name=name, service_account=app, namespace=model
     )
-    policy = cluster.construct_binding_policy(name=name, service_account=app, namespace=model)
-    for obj in (*crds, *roles, binding, *policy):
+    admission_policy = cluster.construct_binding_policy(
+        name=name, service_account=app, namespace=model
+    )
+    network_policy = cluster.construct_webhook_network_policy(
+        app=app,
+        namespace=model,
+        webhook_port=workload.WEBHOOK_PORT,
+        open_ports=(workload.HEALTH_PORT, workload.METRICS_PORT),
+        api_server_addresses=api_server_addresses(kube),
+    )
+    objects = (*crds, *roles, binding, *admission_policy, network_policy)
+    for obj in objects:
         kube.apply(obj, force=True)
-    logger.debug("applied %s", cluster.names((*crds, *roles, binding, *policy)))
+    logger.debug("applied %s", cluster.names(objects))
     if namespaces is not None:
         apply_namespaced_rbac(kube, app=app, model=model, namespaces=namespaces)
+
+
+def api_server_addresses(kube: Client) -> list[str]:
+    """The addresses the API server runs on: the endpoints of Service ``default/kubernetes``,
+    from which it calls admission webhooks."""
+    addresses: list[str] = []
+    slices = kube.list(
+        EndpointSlice, namespace="default", labels={"kubernetes.io/service-name": "kubernetes"}
+    )
+    for endpoint_slice in slices:
+        for endpoint in endpoint_slice.endpoints or []:
+            addresses.extend(endpoint.addresses)
+    if not addresses:
+        logger.warning("no API server address found: the webhook port stays open to all")
+    return addresses
 
 
 def ensure_namespace(kube: Client, name: str) -> None:

@@ -4,8 +4,8 @@ Nothing here revokes or deletes a tenant. ``prepare_removal`` deletes the webhoo
 (no unit will serve it) and releases the controller's finalizers, so that deleting a tenant
 after the charm is gone never hangs. ``delete_deployment_objects`` drops what would break the
 cluster without the app: the webhook configuration (it would reject every AITenant write), the
-bindings and Roles granting rights to a service account that is going away, and the admission
-policy on what that account may write. CRDs,
+bindings and Roles granting rights to a service account that is going away, the admission
+policy on what that account may write, and the NetworkPolicy of its pods. CRDs,
 ClusterRoles and tenants hold or serve user data and are never deleted.
 """
 
@@ -22,6 +22,7 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingAdmissionPolicyBinding,
     ValidatingWebhookConfiguration,
 )
+from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, Role, RoleBinding
 from lightkube.types import PatchType
 
@@ -75,6 +76,12 @@ def delete_deployment_objects(kube: Client, *, app: str, model: str) -> None:
             delete_cluster_scoped(kube, kind, name)
         except ApiError as exc:
             logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
+    policy = cluster.webhook_network_policy_name(app)
+    try:
+        kube.delete(NetworkPolicy, policy, namespace=model)
+    except ApiError as exc:
+        if exc.status.code != 404:
+            logger.warning("could not delete NetworkPolicy %s/%s: %s", model, policy, exc)
     prefix = cluster.namespaced_rbac_prefix(app, model) + "-"
     for namespaced in (RoleBinding, Role):
         try:

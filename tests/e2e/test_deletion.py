@@ -210,6 +210,38 @@ async def test_unreachable_maas_api_blocks_deletion_until_it_answers(
     assert [n for n in maas_api.revocations(name) if n >= 0] == [2]
 
 
+async def test_revocations_hanging_on_maas_api_do_not_hold_the_workers(
+    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
+) -> None:
+    """16 deletions whose maas-api accepts TLS and never answers (twice the workers); a tenant
+    created meanwhile is Active in its usual time (issue 34 item 3)."""
+    names = [unique("hang") for _ in range(16)]
+    for name in names:
+        await make_tenant(kube, name)
+    for name in names:
+        await wait_phase(kube, name, "Active", timeout=30)
+    loop = asyncio.get_running_loop()
+    maas_api.hold(names)
+    try:
+        for name in names:
+            await kube.delete(AITenant, name, namespace=AITENANT_NS)
+        await asyncio.sleep(3)
+        fresh = unique("fresh")
+        started = loop.time()
+        await make_tenant(kube, fresh)
+        await wait_phase(kube, fresh, "Active", timeout=30)
+        to_active = loop.time() - started
+        print(f"\nnew tenant Active {to_active:.2f} s after its create, 16 revocations hanging")
+        assert to_active < 10
+        for name in names:  # still waiting for maas-api, nothing cleaned yet
+            assert (await get_tenant(kube, name))["status"]["phase"] == "Terminating"
+            await kube.get(MaasTenantConfig, "default-tenant", namespace=f"ai-tenant-{name}")
+    finally:
+        maas_api.release(names)
+    for name in names:  # maas-api answers again: each deletion finishes
+        await wait_gone(kube, name, timeout=90)
+
+
 async def test_revoked_annotation_skips_revocation(
     kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
 ) -> None:

@@ -22,7 +22,7 @@ from lightkube.types import PatchType
 from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.reconcilers.tenant_config import TenantConfigReconciler
-from aitenant.resources import AITenant, MaasTenantConfig
+from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.controller import Key, RequeueAfter
 from tests.harness import samples
 from tests.harness.cluster import LocalCluster
@@ -723,3 +723,62 @@ async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritt
     await wait_phase(kube, name, "Active")
     live = await get(kube, kinds.DEPLOYMENT, deployment, INFRA_NS)
     assert live["metadata"]["labels"][contract.LABEL_TENANT_NAME] == name
+
+
+AITENANT_KIND = kinds.Kind(contract.API_VERSION, "AITenant", "aitenants")
+CONFIG_KIND = kinds.Kind(contract.API_VERSION, "MaasTenantConfig", "maastenantconfigs")
+
+
+async def test_a_forced_deletion_leaves_nothing_of_the_platform_serving(
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    controller: RunningController,
+    maas_api: FakeMaasApi,
+    unique: Names,
+) -> None:
+    """A MaaSSubscription whose foreign finalizer never clears holds the config's cleanup; once
+    the deletion timeout has removed the AITenant, its platform goes all the same, so its
+    Gateway cannot route to the old maas-api (issue 34 item 2, docs/contract.md §5.4)."""
+    name = unique("forced-platform")
+    tns = f"ai-tenant-{name}"
+    await make_tenant(kube, name)
+    await wait_phase(kube, name, "Active")
+    before = await platform_of(kube, name)
+    assert {"Deployment", "Service", "HTTPRoute", "TokenRateLimitPolicy"} <= {
+        kind for kind, _, _ in before
+    }
+    stuck = samples.maas_subscription("stuck", tns, finalizers=["example.com/never"])
+    await kube.create(MaaSSubscription.from_dict(stuck))
+    await controller.stop()  # one with a 2 s deletion timeout instead
+    impatient = RunningController(cluster, e2e_settings(maas_api, deletion_timeout=2.0))
+    await impatient.start()
+    loop = asyncio.get_running_loop()
+    try:
+        await kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+        async def tenant_gone() -> bool:
+            return await absent(kube, AITENANT_KIND, name, AITENANT_NS)
+
+        await eventually(tenant_gone, timeout=30)
+        gone_at = loop.time()
+
+        async def nothing_left() -> bool:
+            return not await platform_of(kube, name)
+
+        try:
+            await eventually(nothing_left, timeout=20, interval=0.2)
+        except AssertionError:
+            left = sorted(await platform_of(kube, name))
+            raise AssertionError(f"left after the AITenant was gone: {left}") from None
+        print(f"\nplatform gone {loop.time() - gone_at:.2f} s after the forced AITenant")
+        assert await absent(kube, CONFIG_KIND, CONFIG, tns)
+    finally:
+        await impatient.stop()
+        await kube.patch(
+            MaaSSubscription,
+            "stuck",
+            {"metadata": {"finalizers": None}},
+            namespace=tns,
+            patch_type=PatchType.MERGE,
+        )
+        await controller.start()

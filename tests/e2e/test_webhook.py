@@ -54,10 +54,15 @@ async def admission(
 ) -> AsyncIterator[WebhookTLS]:
     """The webhook registered with the API server for the duration of one test."""
     await register(kube, webhook_tls)
-    probe = f"probe-{id(webhook_tls)}"
+    await until_webhook_answers(kube, f"probe-{id(webhook_tls)}")
+    yield webhook_tls
+    await kube.delete(ValidatingWebhookConfiguration, CONFIG_NAME)
 
-    # The API server picks up webhook configurations asynchronously: wait until a create
-    # outside the infrastructure namespace is refused by us.
+
+async def until_webhook_answers(kube: AsyncClient, probe: str) -> None:
+    """The API server picks up webhook configurations asynchronously: wait until a create
+    outside the infrastructure namespace is refused by us."""
+
     async def active() -> bool:
         try:
             await samples.create_aitenant(kube, samples.aitenant(probe, "default"))
@@ -67,8 +72,6 @@ async def admission(
         return False
 
     await eventually(active, timeout=20, interval=0.2)
-    yield webhook_tls
-    await kube.delete(ValidatingWebhookConfiguration, CONFIG_NAME)
 
 
 async def denial(kube: AsyncClient, body: dict[str, Any]) -> str:
@@ -152,6 +155,50 @@ async def test_shared_gateway_denied_on_create_and_on_update(
             patch_type=PatchType.MERGE,
         )
     assert info.value.status.message == expected
+
+
+async def test_two_tenants_made_before_the_webhook_on_one_gateway_can_both_be_deleted(
+    kube: AsyncClient,
+    controller: RunningController,
+    webhook_tls: WebhookTLS,
+    unique: Names,
+) -> None:
+    """docs/differences.md D29: finalizer patches of tenants sharing a Gateway are admitted."""
+    first, second, gw = unique("pre-a"), unique("pre-b"), unique("gw-pre")
+    await samples.create_gateway(kube, samples.gateway(gw, GATEWAY_NS))
+    for name in (first, second):  # no webhook configuration yet: nothing refuses the second
+        await samples.create_aitenant(kube, samples.aitenant(name, AITENANT_NS, gateway_name=gw))
+
+    async def both_reconciled() -> bool:
+        for name in (first, second):
+            obj = await get_tenant(kube, name)
+            if contract.AITENANT_FINALIZER not in (obj["metadata"].get("finalizers") or []):
+                return False
+            if not (obj.get("status") or {}).get("phase"):
+                return False
+        return True
+
+    await eventually(both_reconciled, timeout=30)
+    await register(kube, webhook_tls)
+    try:
+        await until_webhook_answers(kube, unique("probe"))
+        for name in (first, second):
+            await kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+        async def both_gone() -> bool:
+            for name in (first, second):
+                try:
+                    await kube.get(AITenant, name, namespace=AITENANT_NS)
+                except ApiError as exc:
+                    if exc.status.code == 404:
+                        continue
+                    raise
+                return False
+            return True
+
+        await eventually(both_gone, timeout=60, interval=0.5)
+    finally:
+        await kube.delete(ValidatingWebhookConfiguration, CONFIG_NAME)
 
 
 async def test_implicit_gateway_collides_with_explicit_one(

@@ -7,6 +7,7 @@ body.
 
 from __future__ import annotations
 
+import asyncio
 import ssl
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,6 +33,8 @@ class FakeMaasApi:
     keys: Counter[str] = field(default_factory=Counter)  # active keys per tenant
     calls: list[tuple[str, int]] = field(default_factory=list)  # (tenant, revokedCount)
     fail_status: int | None = None
+    # Tenants whose revocation is accepted but not answered until released (``hold``).
+    held: dict[str, asyncio.Event] = field(default_factory=dict[str, asyncio.Event])
     port: int = 0
     _runner: web.AppRunner | None = None
 
@@ -51,6 +54,8 @@ class FakeMaasApi:
 
     async def _revoke(self, request: web.Request) -> web.Response:
         tenant = request.match_info["tenant"]
+        if (gate := self.held.get(tenant)) is not None:
+            await gate.wait()
         if self.fail_status is not None:
             self.calls.append((tenant, -1))
             return web.json_response({"error": "unavailable"}, status=self.fail_status)
@@ -62,6 +67,16 @@ class FakeMaasApi:
                 "message": f"Successfully revoked {count} active API key(s) for tenant {tenant}",
             }
         )
+
+    def hold(self, tenants: list[str]) -> None:
+        """Accept these tenants' revocations over TLS and answer none until ``release``."""
+        for tenant in tenants:
+            self.held.setdefault(tenant, asyncio.Event())
+
+    def release(self, tenants: list[str]) -> None:
+        for tenant in tenants:
+            if (gate := self.held.pop(tenant, None)) is not None:
+                gate.set()
 
     def revocations(self, tenant: str) -> list[int]:
         return [n for t, n in self.calls if t == tenant]

@@ -16,9 +16,9 @@ from aitenant.reconcilers.aitenant import AITenantReconciler
 from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
 from aitenant.reconcilers.config_deletion import ConfigCleanup
 from aitenant.reconcilers.deletion import TenantFinalizer
-from aitenant.reconcilers.revocation import KeyRevoker
+from aitenant.reconcilers.revocation import KeyRevoker, Revocations
 from aitenant.reconcilers.tenant_config import TenantConfigReconciler
-from aitenant.runtime.controller import Controller, Reconcile
+from aitenant.runtime.controller import Controller, Key, Reconcile
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.metrics import Metrics
@@ -44,10 +44,11 @@ def build_controllers(
     # A controller waits for the caches its passes read that sync on any cluster; the Gateway's
     # and the platform's CRDs may be missing, and a pass reads those from the API until their
     # informers have synced.
-    return Controllers(
+    revocations = Revocations(KeyRevoker(ca_file=settings.maas_api_ca_file))
+    controllers = Controllers(
         aitenant=controller(
             "aitenant",
-            aitenant_reconciler(settings, client, caches).reconcile,
+            aitenant_reconciler(settings, client, caches, revocations).reconcile,
             [
                 caches.tenants,
                 caches.configs,
@@ -68,17 +69,20 @@ def build_controllers(
             else None
         ),
     )
+    # A revocation that ends wakes its tenant (it ran outside the workers).
+    revocations.wake = lambda namespace, name: controllers.aitenant.enqueue(Key(namespace, name))
+    return controllers
 
 
 def aitenant_reconciler(
-    settings: Settings, client: AsyncClient, caches: Caches
+    settings: Settings, client: AsyncClient, caches: Caches, revocations: Revocations
 ) -> AITenantReconciler:
     events = EventRecorder(client, component=contract.EVENT_SOURCE)
     finalizer = TenantFinalizer(
         client=client,
         settings=settings,
         events=events,
-        revoker=KeyRevoker(ca_file=settings.maas_api_ca_file),
+        revocations=revocations,
         reads=caches.reads,
         platform=caches.platform,
     )
@@ -106,6 +110,7 @@ def config_reconciler(
         applier=applier,
         tracked=tracked,
         remember=caches.configs.remember,
+        get_tenant=caches.tenants.get,
     )
     return TenantConfigReconciler(
         client=client,

@@ -27,10 +27,12 @@ def build_servers(
     """The servers the settings ask for (a port of 0 turns one off; the webhook also needs its
     certificate directory)."""
     checks: list[ReadyCheck] = [ready]
+    # Filled as the servers that can die on their own start (the webhook's thread).
+    live: list[ReadyCheck] = []
 
     async def start_health() -> web.AppRunner:
         http = await import_off_loop("aitenant.runtime.http")
-        served = http.health_app(checks)
+        served = http.health_app(checks, live)
         return await http.serve(served, settings.bind_address, settings.health_port)
 
     async def start_metrics() -> web.AppRunner:
@@ -44,7 +46,13 @@ def build_servers(
     if settings.metrics_port:
         servers.append(start_metrics)
     if settings.webhook_port and settings.webhook_cert_dir:
-        servers.append(lambda: start_webhook(settings, metrics, index))
+
+        async def start_watched_webhook() -> ServerThread:
+            thread = await start_webhook(settings, metrics, index)
+            live.append(thread.problem)
+            return thread
+
+        servers.append(start_watched_webhook)
     return servers
 
 

@@ -14,7 +14,10 @@ Flow of ``reconcile`` for a live AITenant, in order (the module doing a step in 
                                               continues with the patched object →
                                               Failed/LegacyTenantMigrationFailed, no requeue
                                               [legacy_migration]
-3. ``persist_platform_context``             status.tenantNamespace + status.gatewayRef written
+3. ``release_previous_gateway_labels``      the tenant moved to another Gateway: the one in
+                                              status.gatewayRef leaves the infra namespace's
+                                              label ledger, unless another tenant holds it
+   ``persist_platform_context``             status.tenantNamespace + status.gatewayRef written
                                               before any child exists
 4. (default tenant) ``ensure_tenant_resources`` before the Gateway check
 5. ``check_gateway``                        → Failed/GatewayCheckFailed, 30 s (and Gateway watch)
@@ -46,6 +49,7 @@ from lightkube.types import PatchType
 from aitenant import contract, naming
 from aitenant.errors import StepFailed, already_exists, api_message, namespace_missing
 from aitenant.reconcilers import conditions, infra_labels, legacy, ownership
+from aitenant.reconcilers.deletion import release_gateway_labels
 from aitenant.reconcilers.finalizers import ensure_finalizer
 from aitenant.reconcilers.gateway_claim import GatewayClaims
 from aitenant.reconcilers.legacy_migration import LegacyMigration
@@ -138,6 +142,7 @@ class AITenantReconciler:
         )
         gw_namespace, gw_name = naming.gateway_ref_for(tenant.obj, self.settings.gateway_namespace)
         ctx = TenantContext(tenant, tenant_namespace, gw_namespace, gw_name, legacy_tenant)
+        await self.release_previous_gateway_labels(ctx)
         await self.persist_platform_context(ctx, status)
         config: Obj | None = None
         if tenant.is_default:
@@ -171,6 +176,21 @@ class AITenantReconciler:
         status.status["tenantNamespace"] = ctx.tenant_namespace
         status.status["gatewayRef"] = {"name": ctx.gateway_name, "namespace": ctx.gateway_namespace}
         await status.flush()
+
+    async def release_previous_gateway_labels(self, ctx: TenantContext) -> None:
+        """Before status.gatewayRef moves on, so a failed pass tries again: the previous
+        Gateway's selector labels are this tenant's to release, unless another tenant has
+        claimed that Gateway since."""
+        ref = ctx.tenant.status.get("gatewayRef") or {}
+        previous = (ref.get("namespace") or "", ref.get("name") or "")
+        if not all(previous) or previous == (ctx.gateway_namespace, ctx.gateway_name):
+            return
+        old = TenantContext(ctx.tenant, ctx.tenant_namespace, *previous)
+        if await self.claims.held_by_another(old) is not None:
+            return
+        await release_gateway_labels(
+            self.client, self.reads, self.settings.effective_infra_namespace, old
+        )
 
     async def check_gateway(self, ctx: TenantContext) -> Obj:
         """Read-only: the Gateway must exist. It is never created, labelled or adopted."""

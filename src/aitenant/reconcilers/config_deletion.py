@@ -4,7 +4,12 @@ A deleting config in scope that carries ``maas.opendatahub.io/tenant-cleanup``, 
 
 1. ``delete_maas_resources``   every MaaSSubscription, then MaaSAuthPolicy, in its namespace is
                                deleted and awaited (their own finalizers tear down what they
-                               made); requeue while any is left
+                               made); requeue while any is left, unless nothing is worth
+                               waiting for any more (``gives_up_waiting``): the tenant's
+                               AITenant is gone (its deletion was forced, or it never
+                               existed), or the config has been deleting for longer than
+                               ``--deletion-timeout``. A foreign finalizer that never clears
+                               then leaves no platform serving (docs/contract.md §5.4)
 2. ``delete_platform``         every platform object with the tenant's tracking labels, in the
                                infra namespace, the controller's gateway namespace and the
                                cluster; requeue until all are gone
@@ -13,6 +18,7 @@ A deleting config in scope that carries ``maas.opendatahub.io/tenant-cleanup``, 
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from collections.abc import Callable
 
@@ -22,6 +28,7 @@ from aitenant import contract, naming
 from aitenant.errors import is_not_found
 from aitenant.platform.apply import Applier
 from aitenant.platform.prune import Tenant, TrackedObjects
+from aitenant.reconcilers.deletion import parse_time
 from aitenant.reconcilers.finalizers import drop_finalizer
 from aitenant.resources import MaaSAuthPolicy, MaaSSubscription, MaasTenantConfig, Obj, labels_of
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result
@@ -41,9 +48,13 @@ class ConfigCleanup:
         applier: Applier,
         tracked: TrackedObjects,
         remember: Callable[[Obj], None],
+        get_tenant: Callable[[str, str], Obj | None],
+        now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
     ) -> None:
         self.client = client
         self.remember = remember
+        self.get_tenant = get_tenant
+        self.now = now
         self.settings = settings
         self.applier = applier
         self.tracked = tracked
@@ -52,7 +63,13 @@ class ConfigCleanup:
         if contract.TENANT_CONFIG_FINALIZER not in (config["metadata"].get("finalizers") or []):
             return Done()
         if await self.delete_maas_resources(key.namespace):
-            return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
+            if (why := self.gives_up_waiting(config)) is None:
+                return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
+            log.warning(
+                "maastenantconfig %s: MaaS objects still deleting, platform deleted anyway: %s",
+                key,
+                why,
+            )
         if not await self.delete_platform(config):
             return RequeueAfter(REQUEUE_WAIT_FOR_CRS)
         await remove_finalizer(self.client, config, self.remember)
@@ -80,6 +97,23 @@ class ConfigCleanup:
                     if not is_not_found(exc):
                         raise
         return remaining
+
+    def gives_up_waiting(self, config: Obj) -> str | None:
+        """Why the MaaS objects are no longer waited for, or None to keep waiting."""
+        tenant = cleanup_identity(config, self.settings)
+        if tenant is None:
+            return "not a tenant's namespace"
+        if self.get_tenant(self.settings.aitenant_namespace, tenant.name) is None:
+            # Its deletion was forced (or it never existed): nothing waits for this cleanup,
+            # and the platform must not outlive it.
+            return f"AITenant {self.settings.aitenant_namespace}/{tenant.name} is gone"
+        timeout = self.settings.deletion_timeout
+        stamp = config["metadata"].get("deletionTimestamp")
+        if timeout > 0 and stamp:
+            deleting = (self.now() - parse_time(stamp)).total_seconds()
+            if deleting >= timeout:
+                return f"deleting for {deleting:.0f} s, beyond the deletion timeout"
+        return None
 
     async def delete_platform(self, config: Obj) -> bool:
         """Every platform object carrying the tenant's tracking labels; True once all are gone.

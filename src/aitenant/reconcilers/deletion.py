@@ -6,7 +6,9 @@ Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
    revocation, finalizer removed)
 1. status Terminating/DeletionInProgress, unless it is DeletionBlocked: a blocked deletion
    stays so, one write and one Event, while it retries (docs/differences.md D28)
-2. ``ensure_api_keys_revoked``       → DeletionBlocked naming the URL and cause; retried
+2. ``ensure_api_keys_revoked``       → DeletionBlocked naming the URL and cause; retried. The
+                                       call runs in the background (``Revocations``); the
+                                       pass requeues while it runs and reads its outcome later
 3. ``delete_tenant_config``          its ``tenant-cleanup`` finalizer runs the MaaS cleanup;
                                        we wait (requeue) until it is gone
 4. ``delete_tenant_rbac``            owned Roles and owned legacy RoleBindings only
@@ -47,7 +49,7 @@ from aitenant.platform.cache import PlatformCache
 from aitenant.reconcilers import conditions, infra_labels, ownership
 from aitenant.reconcilers.finalizers import drop_finalizer, ensure_finalizer
 from aitenant.reconcilers.gateway_claim import GatewayClaims
-from aitenant.reconcilers.revocation import KeyRevoker, RevocationError
+from aitenant.reconcilers.revocation import RevocationError, Revocations
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.reconcilers.tenant_context import TenantContext, check_placement
 from aitenant.reconcilers.tenant_rbac import TenantRoles
@@ -62,10 +64,16 @@ log = logging.getLogger(__name__)
 
 Reason = contract.Reason
 REQUEUE_CONFIG_CLEANUP = 5.0
+# While a revocation runs: its end wakes the tenant; this is only the level-triggered fallback.
+REQUEUE_REVOCATION = 15.0
 
 
 class DeletionBlocked(Exception):
     """A cleanup step failed; the status says why and the key is retried with backoff."""
+
+
+class RevocationPending(Exception):
+    """The revocation runs in the background; the pass ends and comes back for its outcome."""
 
 
 def parse_time(value: str) -> dt.datetime:
@@ -79,7 +87,7 @@ class TenantFinalizer:
         client: AsyncClient,
         settings: Settings,
         events: EventRecorder,
-        revoker: KeyRevoker,
+        revocations: Revocations,
         reads: CachedReads,
         platform: PlatformCache,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
@@ -89,7 +97,7 @@ class TenantFinalizer:
         self.platform = platform
         self.settings = settings
         self.events = events
-        self.revoker = revoker
+        self.revocations = revocations
         self.now = now
         self.claims = GatewayClaims(
             client=client, reads=reads, namespace=settings.aitenant_namespace
@@ -120,6 +128,8 @@ class TenantFinalizer:
                 return RequeueAfter(REQUEUE_CONFIG_CLEANUP)
             await self.roles.delete_tenant_rbac(ctx)
             await self.release_tenant_namespace(ctx)
+        except RevocationPending:
+            return RequeueAfter(REQUEUE_REVOCATION)
         except DeletionBlocked as blocked:
             status.set_phase(contract.PHASE_TERMINATING, Reason.DELETION_BLOCKED, str(blocked))
             await status.flush()
@@ -157,10 +167,12 @@ class TenantFinalizer:
         if cond is not None and cond.get("status") == "True":
             return
         url = self.settings.maas_api_url(tenant.name)
-        try:
-            count = await self.revoker.revoke(url)
-        except RevocationError as exc:
-            raise DeletionBlocked(str(exc)) from None
+        outcome = await self.revocations.outcome((tenant.namespace, tenant.name, tenant.uid, url))
+        if outcome is None:
+            raise RevocationPending
+        if isinstance(outcome, RevocationError):
+            raise DeletionBlocked(str(outcome))
+        count = outcome
         log.info("aitenant %s/%s: revoked %d API keys", tenant.namespace, tenant.name, count)
         conditions.set_condition(
             status.status,
@@ -266,27 +278,9 @@ class TenantFinalizer:
                 raise
 
     async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
-        infra = self.settings.effective_infra_namespace
-        ns = await self.reads.get(Namespace, infra)
-        if ns is None:
-            return
-        meta = ns.metadata or ObjectMeta()
-        try:
-            patch = infra_labels.plan_release(
-                namespace=infra,
-                labels=meta.labels,
-                annotations=meta.annotations,
-                gateway_name=ctx.gateway_name,
-            )
-        except infra_labels.LabelConflict as exc:
-            log.warning("aitenant %s: %s; leaving infra labels alone", ctx.tenant.name, exc)
-            return
-        if patch is not None:
-            patch["metadata"]["resourceVersion"] = meta.resourceVersion
-            self.reads.remember(
-                Namespace,
-                await self.client.patch(Namespace, infra, patch, patch_type=PatchType.MERGE),
-            )
+        await release_gateway_labels(
+            self.client, self.reads, self.settings.effective_infra_namespace, ctx
+        )
 
     async def remove_finalizer(self, status: StatusWriter) -> None:
         """Remove our finalizer from the latest copy the pass knows (its status write's answer,
@@ -312,6 +306,7 @@ class TenantFinalizer:
     # -- deletion timeout ----------------------------------------------------------------------
     async def force_cleanup(self, ctx: TenantContext, status: StatusWriter) -> Result:
         tenant = ctx.tenant
+        self.revocations.forget(tenant.namespace, tenant.name)  # the forced path revokes nothing
         timeout = format_duration(self.settings.deletion_timeout)
         already_forced = conditions.ready_reason(status.written) == Reason.CLEANUP_FORCED
         status.set_phase(
@@ -350,6 +345,33 @@ class TenantFinalizer:
             "aitenant %s/%s: deletion timeout, finalizer removed", tenant.namespace, tenant.name
         )
         return Done()
+
+
+async def release_gateway_labels(
+    client: AsyncClient, reads: CachedReads, infra: str, ctx: TenantContext
+) -> None:
+    """Take ``ctx``'s Gateway out of the infra namespace's label ledger, and the labels only it
+    wanted off the namespace (docs/contract.md §5.1-8); used by a deletion, and by a pass whose
+    tenant moved to another Gateway."""
+    ns = await reads.get(Namespace, infra)
+    if ns is None:
+        return
+    meta = ns.metadata or ObjectMeta()
+    try:
+        patch = infra_labels.plan_release(
+            namespace=infra,
+            labels=meta.labels,
+            annotations=meta.annotations,
+            gateway_name=ctx.gateway_name,
+        )
+    except infra_labels.LabelConflict as exc:
+        log.warning("aitenant %s: %s; leaving infra labels alone", ctx.tenant.name, exc)
+        return
+    if patch is not None:
+        patch["metadata"]["resourceVersion"] = meta.resourceVersion
+        reads.remember(
+            Namespace, await client.patch(Namespace, infra, patch, patch_type=PatchType.MERGE)
+        )
 
 
 def mark_in_progress(status: StatusWriter) -> None:

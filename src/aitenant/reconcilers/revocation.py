@@ -3,20 +3,32 @@
 ``DELETE <--maas-api-url-template>`` with the CA from ``--maas-api-ca-file``, a bounded timeout
 and a few retries with backoff. maas-api answers ``{"revokedCount": n, ...}``; revoking twice
 is harmless (the second answer counts 0), so the caller may retry after a crash.
+
+A call may wait ``attempts`` times ``timeout`` on a maas-api that accepts connections but never
+answers, so it never holds a reconcile worker: ``Revocations`` runs each tenant's revocation
+as a task of its own (at most ``CONCURRENT_REVOCATIONS`` calls at once); a pass waits for it
+only ``REVOCATION_GRACE`` seconds (a maas-api that answers does so well within it), and
+otherwise ends and a later pass, woken when the task ends, reads its outcome.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     import httpx
 
 log = logging.getLogger(__name__)
+
+# Calls to maas-api at once; more tenants being deleted wait for a turn, no worker does.
+CONCURRENT_REVOCATIONS: Final = 16
+REVOCATION_GRACE: Final = 0.25
 
 
 class RevocationError(Exception):
@@ -74,3 +86,67 @@ def _revoked_count(response: httpx.Response) -> int:
         return int(response.json().get("revokedCount", 0))
     except (ValueError, AttributeError, TypeError):
         return 0
+
+
+# (AITenant namespace, name, uid, URL): a tenant recreated under the same name is another one.
+RevocationKey = tuple[str, str, str, str]
+
+
+class Revocations:
+    """Each tenant's revocation as a background task whose outcome a later pass reads.
+
+    ``outcome`` starts the revocation the first time it is asked and answers None while it
+    runs; once it has ended, the next call returns the revoked count or the RevocationError
+    and forgets it, so a failed revocation is tried again by the pass after (with the
+    controller's backoff). ``wake(namespace, name)`` is called when a task ends, so that the
+    tenant is reconciled at once rather than at its next requeue.
+    """
+
+    def __init__(self, revoker: KeyRevoker, *, concurrency: int = CONCURRENT_REVOCATIONS) -> None:
+        self.revoker = revoker
+        self.wake: Callable[[str, str], None] | None = None
+        self._turns = asyncio.Semaphore(concurrency)
+        self._tasks: dict[RevocationKey, asyncio.Task[int]] = {}
+
+    async def outcome(
+        self, key: RevocationKey, grace: float = REVOCATION_GRACE
+    ) -> int | RevocationError | None:
+        """The count revoked, the failure, or None while the revocation runs (started here if
+        it was not running) after waiting for it at most ``grace`` seconds."""
+        task = self._tasks.get(key)
+        if task is None:
+            task = asyncio.create_task(self._revoke(key), name=f"revoke {key[0]}/{key[1]}")
+            self._tasks[key] = task
+            await asyncio.wait({task}, timeout=grace)
+            # Ended within the grace: this pass reads it, nobody needs waking.
+            task.add_done_callback(lambda _: self._woken(key))
+        if not task.done():
+            return None
+        del self._tasks[key]
+        if task.cancelled():
+            return RevocationError(f"API key revocation via DELETE {key[3]} was cancelled")
+        error = task.exception()
+        if error is None:
+            return task.result()
+        if isinstance(error, RevocationError):
+            return error
+        return RevocationError(f"API key revocation via DELETE {key[3]} failed: {error!r}")
+
+    def forget(self, namespace: str, name: str) -> None:
+        """Drop (cancelling if running) every revocation of that tenant: it is gone."""
+        for key in [k for k in self._tasks if k[:2] == (namespace, name)]:
+            self._tasks.pop(key).cancel()
+
+    def running(self) -> int:
+        return sum(1 for task in self._tasks.values() if not task.done())
+
+    async def _revoke(self, key: RevocationKey) -> int:
+        async with self._turns:
+            return await self.revoker.revoke(key[3])
+
+    def _woken(self, key: RevocationKey) -> None:
+        if self.wake is None or key not in self._tasks:
+            return
+        # The controller may have stopped meanwhile; the outcome then waits for the next start.
+        with contextlib.suppress(Exception):
+            self.wake(key[0], key[1])

@@ -9,10 +9,20 @@ from aiohttp import web
 from aitenant.runtime.metrics import Metrics
 
 ReadyCheck = Callable[[], str | None]  # None when ready, else why not
+LiveCheck = Callable[[], str | None]  # None while alive, else what died
 
 
-def health_app(ready_checks: list[ReadyCheck]) -> web.Application:
+def health_app(
+    ready_checks: list[ReadyCheck], live_checks: list[LiveCheck] | None = None
+) -> web.Application:
+    """``/healthz`` fails (500) once a live check names something dead, such as the webhook's
+    thread, so that the supervisor restarts the process; ``/readyz`` is 503 until ready."""
+    alive = live_checks if live_checks is not None else []
+
     async def healthz(_: web.Request) -> web.Response:
+        problems = [p for check in alive if (p := check())]
+        if problems:
+            return web.Response(status=500, text="; ".join(problems))
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:

@@ -3,6 +3,12 @@
 Only controllers and leader-only loops wait for leadership; informers, the webhook and the
 HTTP servers run on every replica. Losing the Lease is fatal to the process (as in
 controller-runtime): the caller exits and its supervisor restarts it as a standby.
+
+A Lease held by another replica expires ``leaseDurationSeconds`` after this replica last saw its
+record change, measured on this replica's monotonic clock; the holder's ``renewTime`` is never
+compared with the local clock, so clocks that disagree between nodes cannot make two leaders
+(client-go's leaderelection does the same). A standby that starts therefore waits a full lease
+duration before taking a Lease whose holder has died.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import datetime as dt
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import Callable
 
@@ -31,6 +38,22 @@ class LeaderLost(Exception):
     """The Lease was lost or could not be renewed in time."""
 
 
+_Record = tuple[object, ...]
+
+
+def _record(spec: LeaseSpec | None) -> _Record | None:
+    """The fields whose change shows that the holder is alive (client-go compares the same)."""
+    if spec is None:
+        return None
+    return (
+        spec.holderIdentity,
+        spec.leaseDurationSeconds,
+        spec.acquireTime,
+        spec.renewTime,
+        spec.leaseTransitions,
+    )
+
+
 class LeaderElector:
     def __init__(
         self,
@@ -43,6 +66,7 @@ class LeaderElector:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         now: Callable[[], dt.datetime] = lambda: dt.datetime.now(dt.UTC),
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         self.client = client
         self.name = name
@@ -51,8 +75,11 @@ class LeaderElector:
         self.lease_duration = lease_duration
         self.renew_deadline = renew_deadline
         self.retry_period = retry_period
-        self.now = now
+        self.now = now  # only written into the Lease, for people and other tools to read
+        self.monotonic = monotonic  # what expiry is measured with
         self.is_leader = asyncio.Event()
+        self._observed: _Record | None = None
+        self._observed_at = 0.0
 
     def _spec(self, lease: Lease | None) -> LeaseSpec:
         now = self.now()
@@ -68,12 +95,22 @@ class LeaderElector:
             leaseTransitions=transitions if same else transitions + (1 if holder else 0),
         )
 
+    def _observe(self, spec: LeaseSpec | None) -> None:
+        """Remember when (locally) the record last changed."""
+        record = _record(spec)
+        if record != self._observed:
+            self._observed = record
+            self._observed_at = self.monotonic()
+
     def _expired(self, lease: Lease) -> bool:
+        """Whether the Lease is free to take: nobody holds it, or its record has not changed for
+        a lease duration of our own clock."""
         spec = lease.spec
+        self._observe(spec)
         if spec is None or not spec.holderIdentity or spec.renewTime is None:
             return True
         duration = spec.leaseDurationSeconds or self.lease_duration
-        return self.now() > spec.renewTime + dt.timedelta(seconds=duration)
+        return self.monotonic() > self._observed_at + duration
 
     async def try_acquire_or_renew(self) -> bool:
         try:
@@ -91,6 +128,7 @@ class LeaderElector:
                 if create_exc.status.code == 409:
                     return False
                 raise
+            self._observe(body.spec)
             return True
         spec = lease.spec
         if (
@@ -106,6 +144,7 @@ class LeaderElector:
             if exc.status.code == 409:
                 return False
             raise
+        self._observe(lease.spec)
         return True
 
     async def acquire(self) -> None:

@@ -44,13 +44,14 @@ class ServerThread:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stopping: asyncio.Event | None = None
         self._thread: threading.Thread | None = None
+        self._stop_requested = False
 
     @classmethod
     async def start(cls, name: str, start: Callable[[], Awaitable[Server]]) -> ServerThread:
         self = cls(name)
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
         self._thread = threading.Thread(
-            target=lambda: asyncio.run(self._serve(start, started)), name=name, daemon=True
+            target=lambda: self._run(start, started), name=name, daemon=True
         )
         self._thread.start()
         try:
@@ -59,6 +60,15 @@ class ServerThread:
             await asyncio.to_thread(self._thread.join, _JOIN_TIMEOUT)
             raise
         return self
+
+    def _run(
+        self, start: Callable[[], Awaitable[Server]], started: concurrent.futures.Future[None]
+    ) -> None:
+        try:
+            asyncio.run(self._serve(start, started))
+        except BaseException:
+            # /healthz reports it (``problem``); the log says why.
+            log.exception("%s thread ended", self.name)
 
     async def _serve(
         self, start: Callable[[], Awaitable[Server]], started: concurrent.futures.Future[None]
@@ -83,8 +93,16 @@ class ServerThread:
         finally:
             await server.cleanup()
 
+    def problem(self) -> str | None:
+        """Why the server no longer serves (its thread ended without being asked), else None:
+        for ``/healthz``, so that the supervisor restarts a process whose webhook died."""
+        if self._thread is None or self._thread.is_alive() or self._stop_requested:
+            return None
+        return f"{self.name} thread has stopped"
+
     async def cleanup(self) -> None:
         """Stop the server (its own cleanup runs on its loop) and wait for the thread to end."""
+        self._stop_requested = True
         if self._loop is not None and self._stopping is not None:
             with contextlib.suppress(RuntimeError):  # its loop has already closed
                 self._loop.call_soon_threadsafe(self._stopping.set)

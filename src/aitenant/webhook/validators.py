@@ -16,7 +16,10 @@ CREATE
 UPDATE
   1. old and new are AITenants; 2. guards; 4. spec rules on the new object, ratcheted: a value
   that did not change is not re-judged, so a tenant stored before these rules existed can still
-  be relabelled or have its finalizer removed; 6. Gateway uniqueness on the new object, always.
+  be relabelled or have its finalizer removed; 6. Gateway uniqueness on the new object, only
+  when the update moves the AITenant to another Gateway and the AITenant is not being deleted
+  (docs/differences.md D29): any other update cannot create sharing, and judging it would keep
+  two tenants that already share a Gateway from ever losing their finalizers.
 DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
 
 Gateway uniqueness counts AITenants that are being deleted and skips the object itself, as
@@ -249,9 +252,30 @@ def validate_update(
     for path, message in spec_problems(new, policy.gateway_namespace):
         if not _unchanged(old, new, path):
             return deny(message)
-    if (verdict := _check_gateway_unique(new, policy, index)) is not None:
+    if (
+        _may_create_sharing(old, new, policy)
+        and (verdict := _check_gateway_unique(new, policy, index)) is not None
+    ):
         return verdict
     return allow()
+
+
+def _may_create_sharing(
+    old: Mapping[str, Any], new: Mapping[str, Any], policy: WebhookPolicy
+) -> bool:
+    """Whether an UPDATE can make two AITenants share a Gateway (docs/differences.md D29).
+
+    Only a move to another Gateway can; a tenant being deleted is on its way out of its
+    Gateway, whatever its spec says.
+    """
+    if _being_deleted(old) or _being_deleted(new):
+        return False
+    gateway_namespace = policy.gateway_namespace
+    return gateway_ref_for(old, gateway_namespace) != gateway_ref_for(new, gateway_namespace)
+
+
+def _being_deleted(obj: Mapping[str, Any]) -> bool:
+    return bool(_meta_str(obj, "deletionTimestamp"))
 
 
 # --- AdmissionReview --------------------------------------------------------------------------

@@ -21,6 +21,8 @@ from lightkube.resources.admissionregistration_v1 import (
 )
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace
+from lightkube.resources.discovery_v1 import EndpointSlice
+from lightkube.resources.networking_v1 import NetworkPolicy
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
     ClusterRoleBinding,
@@ -196,19 +198,22 @@ def test_renewed_webhook_certificate_does_not_restart_the_controller(ready: Char
     assert dict(ready.service().environment) == env
 
 
-def test_remove_of_the_application_deletes_only_the_webhook_and_binding(ready: CharmKit):
+def test_remove_of_the_application_deletes_only_the_webhook_binding_and_policy(
+    ready: CharmKit,
+):
     # GIVEN a deployed application that is being removed entirely
     ready.harness.set_planned_units(0)
     # WHEN the remove hook runs
     ready.harness.charm.on.remove.emit()
-    # THEN the webhook configuration, binding and admission policy go, CRDs and ClusterRoles
-    # never do
+    # THEN the webhook configuration, binding, admission policy and pods' policy go, CRDs and
+    # ClusterRoles never do
     deleted = [call.args for call in ready.kube.delete.call_args_list]
     assert deleted == [
         (ValidatingWebhookConfiguration, f"{MODEL}-{APP}"),
         (ClusterRoleBinding, f"{MODEL}-{APP}"),
         (ValidatingAdmissionPolicyBinding, f"{MODEL}-{APP}"),
         (ValidatingAdmissionPolicy, f"{MODEL}-{APP}"),
+        (NetworkPolicy, f"{APP}-webhook"),
     ]
     for kind, _ in deleted:
         assert kind is not CustomResourceDefinition
@@ -232,7 +237,7 @@ def test_remove_tolerates_objects_already_gone(ready: CharmKit):
     # WHEN the remove hook runs
     ready.harness.charm.on.remove.emit()
     # THEN it finishes without error, having tried each
-    assert ready.kube.delete.call_count == 4
+    assert ready.kube.delete.call_count == 5
 
 
 @pytest.mark.parametrize("event", ["upgrade_charm", "config_changed", "update_status"])
@@ -544,3 +549,68 @@ def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
         ("Role", AITENANT_NS, f"{PREFIX}-claims"),
         ("RoleBinding", MODEL, f"{PREFIX}-leader-election"),
     }
+
+
+# --- the webhook port's NetworkPolicy (issue 34 item 1) ------------------------------------
+
+
+def _api_server_at(kube: MagicMock, *addresses: str) -> None:
+    """The EndpointSlice of Service default/kubernetes lists ``addresses``."""
+    slice_ = EndpointSlice.from_dict(
+        {
+            "apiVersion": "discovery.k8s.io/v1",
+            "kind": "EndpointSlice",
+            "metadata": {"name": "kubernetes", "namespace": "default"},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [address]} for address in addresses],
+        }
+    )
+
+    def listing(kind: Any, *args: Any, **kwargs: Any) -> Any:
+        if kind is EndpointSlice:
+            assert kwargs == {
+                "namespace": "default",
+                "labels": {"kubernetes.io/service-name": "kubernetes"},
+            }
+            return iter([slice_])
+        return iter([])
+
+    kube.list.side_effect = listing
+
+
+def _policy(kit: CharmKit) -> dict[str, Any]:
+    applied = kit.applied(NetworkPolicy)
+    assert applied, "no NetworkPolicy was applied"
+    return applied[-1].to_dict()
+
+
+def test_webhook_port_admits_only_the_api_server(kit: CharmKit):
+    # GIVEN an API server on two addresses
+    _api_server_at(kit.kube, "10.0.0.2", "10.0.0.3")
+    # WHEN the leader reconciles
+    kit.make_ready()
+    # THEN the app's pods admit the webhook port from those addresses only
+    policy = _policy(kit)
+    assert policy["metadata"]["name"] == f"{APP}-webhook"
+    assert policy["metadata"]["namespace"] == MODEL
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/name": APP}}
+    assert policy["spec"]["policyTypes"] == ["Ingress"]
+    webhook, others = policy["spec"]["ingress"]
+    assert webhook == {
+        "from": [{"ipBlock": {"cidr": "10.0.0.2/32"}}, {"ipBlock": {"cidr": "10.0.0.3/32"}}],
+        "ports": [{"port": 9443, "protocol": "TCP"}],
+    }
+    # and health and metrics from anywhere (kubelet, Prometheus); nothing else is admitted
+    assert others == {
+        "ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]
+    }
+
+
+def test_without_a_known_api_server_the_webhook_port_stays_open(kit: CharmKit):
+    # GIVEN no EndpointSlice for Service default/kubernetes
+    # WHEN the leader reconciles
+    kit.make_ready()
+    # THEN the webhook rule has no peers (all sources): admitting nobody would refuse every write
+    webhook = _policy(kit)["spec"]["ingress"][0]
+    assert "from" not in webhook
+    assert webhook["ports"] == [{"port": 9443, "protocol": "TCP"}]

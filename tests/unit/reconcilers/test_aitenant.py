@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from aitenant import contract
+from aitenant import contract, naming
 from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.infra_labels import LEDGER
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
@@ -155,3 +157,74 @@ async def test_deletion_goes_to_the_finalizer_only_while_ours_is_on() -> None:
 
     assert h.finalized == ["gone"]
     assert h.api.sent == []
+
+
+async def test_a_tenant_moved_to_another_gateway_releases_the_old_ones_labels() -> None:
+    # status.gatewayRef still names the Gateway the tenant used before its spec moved it.
+    moved = {**tenant("red"), "status": {"gatewayRef": {"namespace": GATEWAY_NS, "name": "old"}}}
+    h = Harness(moved)
+    infra = "/api/v1/namespaces/aitenant-system"
+    claim = f"/api/v1/namespaces/{NS}/configmaps/{naming.claim_name(GATEWAY_NS, 'old')}"
+    h.api.on(
+        "GET",
+        infra,
+        ok(
+            {
+                "apiVersion": "v1",
+                "kind": "Namespace",
+                "metadata": {
+                    "name": "aitenant-system",
+                    "resourceVersion": "3",
+                    "labels": {"team": "old", "kept": "yes"},
+                    "annotations": {LEDGER: json.dumps({"team": ["old"]})},
+                },
+            }
+        ),
+    )
+    h.api.on("GET", claim, status(404))  # nobody else holds the old Gateway
+    h.api.on("PATCH", infra, echo(200))
+    h.api.on("UPDATE", f"{TENANTS}/red/status", echo(200))
+    h.api.on("CREATE", EVENTS, echo())
+
+    await h.reconcile(NS, "red")
+
+    assert h.api.writes[0] == ("PATCH", infra), "released before gatewayRef moves on"
+    (patch,) = h.api.bodies("PATCH", infra)
+    assert patch["metadata"]["labels"] == {"team": None}
+    assert patch["metadata"]["annotations"] == {LEDGER: None}
+    assert h.statuses(f"{TENANTS}/red")[0]["gatewayRef"] == {"name": "red", "namespace": GATEWAY_NS}
+
+
+async def test_the_old_gateways_labels_stay_when_another_tenant_holds_it() -> None:
+    moved = {**tenant("red"), "status": {"gatewayRef": {"namespace": GATEWAY_NS, "name": "old"}}}
+    h = Harness(moved)
+    claim_name = naming.claim_name(GATEWAY_NS, "old")
+    h.api.on(
+        "GET",
+        f"/api/v1/namespaces/{NS}/configmaps/{claim_name}",
+        ok(
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {
+                    "name": claim_name,
+                    "namespace": NS,
+                    "ownerReferences": [
+                        {
+                            "apiVersion": contract.API_VERSION,
+                            "kind": "AITenant",
+                            "name": "blue",
+                            "uid": "uid-blue",
+                            "controller": True,
+                        }
+                    ],
+                },
+            }
+        ),
+    )
+    h.api.on("UPDATE", f"{TENANTS}/red/status", echo(200))
+    h.api.on("CREATE", EVENTS, echo())
+
+    await h.reconcile(NS, "red")
+
+    assert not [w for w in h.api.writes if w[0] == "PATCH"]

@@ -3,6 +3,7 @@ every place a platform object can be is listed)."""
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 from lightkube import AsyncClient
@@ -23,6 +24,7 @@ INFRA, GATEWAY_NS = "infra", "gateways"
 SETTINGS = Settings(infra_namespace=INFRA, gateway_namespace=GATEWAY_NS)
 DEPLOYMENTS = f"/apis/apps/v1/namespaces/{INFRA}/deployments"
 KEY = Key("ai-tenant-red", "default-tenant")
+DELETED_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
 def deleting() -> dict[str, Any]:
@@ -35,7 +37,16 @@ def deleting() -> dict[str, Any]:
     return obj
 
 
-def cleanup(client: AsyncClient, remembered: list[dict[str, Any]] | None = None) -> ConfigCleanup:
+OWNER = {"metadata": {"name": "red", "namespace": SETTINGS.aitenant_namespace}}
+
+
+def cleanup(
+    client: AsyncClient,
+    remembered: list[dict[str, Any]] | None = None,
+    *,
+    owner: dict[str, Any] | None = OWNER,
+    minutes: float = 1,
+) -> ConfigCleanup:
     applier = Applier(client)
     cache = PlatformCache(client, infra_namespace=INFRA, gateway_namespace=GATEWAY_NS)
     tracked = TrackedObjects(applier, cache, infra_namespace=INFRA)
@@ -45,6 +56,10 @@ def cleanup(client: AsyncClient, remembered: list[dict[str, Any]] | None = None)
         applier=applier,
         tracked=tracked,
         remember=(remembered if remembered is not None else []).append,
+        get_tenant=lambda namespace, name: (
+            owner if (namespace, name) == (SETTINGS.aitenant_namespace, "red") else None
+        ),
+        now=lambda: DELETED_AT + dt.timedelta(minutes=minutes),
     )
 
 
@@ -57,6 +72,46 @@ async def test_maas_resources_go_first_and_are_awaited() -> None:
     )
     assert await cleanup(api.client())(KEY, deleting()) == RequeueAfter(2.0)
     assert api.writes == [("DELETE", f"{GROUP}/maassubscriptions/sub")]
+
+
+def _stuck_subscription_and_a_platform() -> ScriptedApi:
+    """A MaaSSubscription a foreign finalizer holds forever, and a maas-api Deployment."""
+    subscription = {
+        "metadata": {
+            "name": "sub",
+            "namespace": "ai-tenant-red",
+            "deletionTimestamp": "2026-01-01T00:00:00Z",
+            "finalizers": ["example.com/never"],
+        }
+    }
+    deployment = {"metadata": {"name": "maas-api-red", "namespace": INFRA}}
+    return (
+        ScriptedApi()
+        .on("GET", f"{GROUP}/maassubscriptions", listing([subscription], "3"))
+        .on("GET", DEPLOYMENTS, listing([deployment], "4"))
+        .on("DELETE", f"{DEPLOYMENTS}/maas-api-red", ok({}))
+        .on("PATCH", f"{CONFIGS}/default-tenant", echo(200))
+    )
+
+
+async def test_once_the_aitenant_is_gone_the_platform_goes_despite_stuck_maas_objects() -> None:
+    # Its deletion was forced: nothing waits for this cleanup any more (issue 34 item 2).
+    api = _stuck_subscription_and_a_platform()
+    assert await cleanup(api.client(), owner=None)(KEY, deleting()) == Done()
+    assert api.writes == [
+        ("DELETE", f"{DEPLOYMENTS}/maas-api-red"),
+        ("PATCH", f"{CONFIGS}/default-tenant"),
+    ]
+
+
+async def test_past_the_deletion_timeout_the_platform_goes_despite_stuck_maas_objects() -> None:
+    api = _stuck_subscription_and_a_platform()
+    # The AITenant still exists: within the timeout the cleanup waits, as before...
+    assert await cleanup(api.client(), minutes=9)(KEY, deleting()) == RequeueAfter(2.0)
+    assert api.writes == []
+    # ...and past it (the default 10 minutes) it stops waiting.
+    assert await cleanup(api.client(), minutes=10)(KEY, deleting()) == Done()
+    assert ("DELETE", f"{DEPLOYMENTS}/maas-api-red") in api.writes
 
 
 async def test_tracked_objects_then_the_finalizer() -> None:

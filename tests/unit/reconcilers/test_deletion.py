@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import datetime as dt
 from typing import Any
 
@@ -10,8 +11,8 @@ import pytest
 
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
-from aitenant.reconcilers.deletion import TenantFinalizer
-from aitenant.reconcilers.revocation import KeyRevoker
+from aitenant.reconcilers.deletion import REQUEUE_REVOCATION, TenantFinalizer
+from aitenant.reconcilers.revocation import KeyRevoker, Revocations
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.resources import AITenant, AITenantView
 from aitenant.runtime.controller import Done, RequeueAfter, Retry
@@ -55,6 +56,7 @@ async def finalize(
     obj: dict[str, Any],
     minutes: float = 1,
     remembered: list[dict[str, Any]] | None = None,
+    revocations: Revocations | None = None,
 ) -> Any:
     client = api.client()
     events = EventRecorder(client, component="unit-tests")
@@ -62,7 +64,7 @@ async def finalize(
         client=client,
         settings=SETTINGS,
         events=events,
-        revoker=revoker,
+        revocations=revocations or Revocations(revoker),
         # Nothing served or synced: every read goes to the scripted API.
         reads=CachedReads(client),
         platform=PlatformCache(
@@ -287,3 +289,64 @@ async def test_the_gateway_auth_policy_goes_only_with_the_tenant_holding_the_gat
     assert await finalize(api, revoker, deleting()) == Done()
 
     assert (("DELETE", policy) in api.writes) is deleted
+
+
+async def test_a_revocation_that_hangs_does_not_hold_the_pass() -> None:
+    # maas-api accepts the call and answers only when the test says so (issue 34 item 3).
+    answer = asyncio.Event()
+
+    async def handle(request: httpx.Request) -> httpx.Response:
+        await answer.wait()
+        return httpx.Response(200, json={"revokedCount": 2})
+
+    revoker = KeyRevoker(ca_file=None, backoff=0.0, transport=httpx.MockTransport(handle))
+    revocations = Revocations(revoker)
+    woken: list[tuple[str, str]] = []
+    revocations.wake = lambda namespace, name: woken.append((namespace, name))
+    api = scripted()
+
+    started = asyncio.get_running_loop().time()
+    result = await finalize(api, revoker, deleting(), revocations=revocations)
+    # The pass ends after the short grace, without blocking the deletion or deciding anything.
+    assert result == RequeueAfter(REQUEUE_REVOCATION)
+    assert asyncio.get_running_loop().time() - started < 1
+    assert ready(last_status(api))["reason"] == "DeletionInProgress"
+    assert ("PATCH", f"{TENANTS}/red") not in api.writes, "the finalizer stays"
+    assert revocations.running() == 1
+    # A pass meanwhile finds it still running and starts no second call.
+    assert await finalize(scripted(), revoker, deleting(), revocations=revocations) == RequeueAfter(
+        REQUEUE_REVOCATION
+    )
+    assert revocations.running() == 1
+
+    answer.set()  # maas-api answers: the tenant is woken, and its next pass reads the outcome
+    for _ in range(100):
+        if woken:
+            break
+        await asyncio.sleep(0.01)
+    assert woken == [(NS, "red")]
+    retry = scripted()
+    retry.on("GET", f"{CONFIG}/default-tenant", ok(owned_config("x")))
+    retry.on("PATCH", f"{CONFIG}/default-tenant", ok(owned_config("x")))
+    retry.on("DELETE", f"{CONFIG}/default-tenant", ok({}))
+    assert await finalize(retry, revoker, deleting(), revocations=revocations) == RequeueAfter(5)
+    revoked = next(c for c in last_status(retry)["conditions"] if c["type"] == "APIKeysRevoked")
+    assert revoked["message"] == "Tenant API keys were revoked (revokedCount=2)"
+    assert revocations.running() == 0
+
+
+async def test_a_forced_cleanup_cancels_a_running_revocation() -> None:
+    async def handle(request: httpx.Request) -> httpx.Response:
+        await asyncio.Event().wait()
+        raise AssertionError("never answers")
+
+    revoker = KeyRevoker(ca_file=None, backoff=0.0, transport=httpx.MockTransport(handle))
+    revocations = Revocations(revoker)
+    api = scripted()
+    await finalize(api, revoker, deleting(), revocations=revocations)
+    assert revocations.running() == 1
+    assert await finalize(scripted(), revoker, deleting(), minutes=11, revocations=revocations) == (
+        Done()
+    )
+    await asyncio.sleep(0)
+    assert revocations.running() == 0

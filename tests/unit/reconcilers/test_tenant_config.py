@@ -11,18 +11,21 @@ import pytest
 import trustme
 from lightkube import AsyncClient
 
-from aitenant.platform import certs
+from aitenant.errors import StepFailed
+from aitenant.platform import certs, kinds
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import TrackedObjects
 from aitenant.platform.render import names_for
+from aitenant.reconcilers import tenant_config
 from aitenant.reconcilers.tenant_config import (
     FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
     rolled_out_with,
 )
+from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Key, Result
 from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
@@ -233,3 +236,43 @@ async def test_backend_tls_trusts_the_old_ca_until_the_new_certificate_rolled_ou
     # Rolled out: the new CA alone.
     live["Deployment"] = maas_api_deployment(serving.fingerprint)
     assert await reconciler.backend_ca(serving, names) == new_ca
+
+
+async def test_a_transient_discovery_404_never_prunes_the_backend_tls_policy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 34 item 6, checked: BackendTLSPolicy is rendered only where discovery lists it, so a
+    404 could drop it from the render and have the prune delete it. It cannot: it shares
+    its group/version with HTTPRoute, which the pass requires, so a 404 for that version stops
+    the pass as DependencyMissing before anything is rendered, applied or pruned."""
+    assert kinds.BACKEND_TLS_POLICY.api_version == kinds.HTTP_ROUTE.api_version
+    reconciler = make_reconciler(settings_with_ca(tmp_path))
+
+    async def not_found(path: str) -> Any:
+        return None  # what http_fetch answers for a 404
+
+    async def owner(config: Any) -> AITenantView:
+        return AITenantView({"metadata": {"name": "red", "namespace": "ai-tenants"}, "status": {}})
+
+    async def gateway(owner: AITenantView) -> tuple[str, str]:
+        return "gateways", "red"
+
+    steps: list[str] = []
+
+    async def pruned(*args: Any) -> None:
+        steps.append("prune")
+
+    reconciler.discovery = ApiDiscovery(not_found)
+    monkeypatch.setattr(reconciler, "owner_of", owner)
+    monkeypatch.setattr(tenant_config, "check_identity", lambda config, owner: "red")
+    monkeypatch.setattr(reconciler, "platform_context", gateway)
+    monkeypatch.setattr(reconciler, "prune", pruned)
+    monkeypatch.setattr(reconciler, "render", lambda ctx: steps.append("render") or [])
+    config = {"metadata": {"name": "default-tenant", "namespace": "ai-tenant-red"}}
+    with pytest.raises(StepFailed) as failure:
+        await reconciler._reconcile_live(  # pyright: ignore[reportPrivateUsage]
+            Key("ai-tenant-red", "default-tenant"), config, cast(Any, None)
+        )
+    assert failure.value.reason == "DependencyMissing"
+    assert "HTTPRoute" in failure.value.message
+    assert steps == []

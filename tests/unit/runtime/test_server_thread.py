@@ -118,3 +118,32 @@ async def test_a_start_its_caller_gave_up_on_stops_the_server_and_ends_the_threa
         await starting
     assert cleaned == [True]
     assert not any(t.name == "test-server" for t in threading.enumerate())
+
+
+async def test_a_thread_that_dies_is_reported_and_fails_healthz() -> None:
+    from aiohttp.test_utils import TestClient, TestServer
+
+    from aitenant.runtime.http import health_app
+
+    async def start() -> web.AppRunner:
+        runner, _ = await serve(hello_app([]))
+        return runner
+
+    thread = await ServerThread.start("admission-webhook", start)
+    async with TestClient(TestServer(health_app([], [thread.problem]))) as health:
+        assert thread.problem() is None
+        assert (await health.get("/healthz")).status == 200
+        # Its loop ends without anyone asking (what an unhandled failure would do).
+        loop = thread._loop  # pyright: ignore[reportPrivateUsage]
+        assert loop is not None
+        loop.call_soon_threadsafe(loop.stop)
+        for _ in range(100):
+            if thread.problem() is not None:
+                break
+            await asyncio.sleep(0.02)
+        assert thread.problem() == "admission-webhook thread has stopped"
+        response = await health.get("/healthz")
+        assert response.status == 500
+        assert await response.text() == "admission-webhook thread has stopped"
+    await thread.cleanup()
+    assert thread.problem() is None, "asked to stop: not a failure"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator
 
@@ -116,3 +118,65 @@ async def test_body_at_the_cap_is_served() -> None:
 def test_admission_app_rejects_a_non_positive_cap() -> None:
     with pytest.raises(ValueError, match="max_bytes"):
         admission_app(policy=POLICY, index=FakeIndex(), max_bytes=0)
+
+
+# --- clients that stall (issue 34 item 1) ----------------------------------------------------
+
+
+async def _stalled_request(
+    port: int, length: int, sent: int
+) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    """Headers announcing ``length`` bytes, then only ``sent`` of them."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    head = f"POST {contract.WEBHOOK_PATH} HTTP/1.1\r\nHost: x\r\nContent-Length: {length}\r\n\r\n"
+    writer.write(head.encode() + b" " * sent)
+    await writer.drain()
+    return reader, writer
+
+
+async def _closed_after(connection: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> float:
+    """Seconds until the server closed the connection (5 at most)."""
+    reader, writer = connection
+    started = asyncio.get_running_loop().time()
+    with contextlib.suppress(ConnectionError, TimeoutError):
+        while await asyncio.wait_for(reader.read(1024), 5):
+            pass
+    writer.close()
+    with contextlib.suppress(ConnectionError):
+        await writer.wait_closed()
+    return asyncio.get_running_loop().time() - started
+
+
+async def test_a_stalled_body_is_dropped_at_the_deadline(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, logger=LOGGER)
+    app = admission_app(policy=POLICY, index=FakeIndex(), body_deadline=0.3)
+    async with TestServer(app) as server:
+        assert server.port is not None
+        stalled = await _stalled_request(server.port, 1000, 999)
+        assert await _closed_after(stalled) < 2  # not the 5 s the read waits at most
+    assert "not received within" in caplog.text
+
+
+async def test_a_small_review_does_not_wait_behind_held_slots() -> None:
+    app = admission_app(policy=POLICY, index=FakeIndex(), body_deadline=2, concurrent_bodies=1)
+    big = 1024 * 1024
+    async with TestServer(app) as server, TestClient(server) as client:
+        assert server.port is not None
+        holder = await _stalled_request(server.port, big, 10)  # holds the only slot
+        await asyncio.sleep(0.1)
+        waiting = await _stalled_request(server.port, big, 10)  # waits for it
+        started = asyncio.get_running_loop().time()
+        body = review_body(admission_request("CREATE", tenant("team-a")))
+        response = await client.post(contract.WEBHOOK_PATH, data=body)
+        assert response.status == 200
+        assert asyncio.get_running_loop().time() - started < 1
+        # Both held connections are gone once their deadline passed, the waiting one too.
+        assert await _closed_after(holder) < 3
+        assert await _closed_after(waiting) < 3
+
+
+def test_admission_app_rejects_non_positive_limits() -> None:
+    with pytest.raises(ValueError, match="body_deadline"):
+        admission_app(policy=POLICY, index=FakeIndex(), body_deadline=0)
+    with pytest.raises(ValueError, match="concurrent_bodies"):
+        admission_app(policy=POLICY, index=FakeIndex(), concurrent_bodies=0)

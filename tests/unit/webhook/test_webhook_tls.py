@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import ssl
@@ -212,3 +213,30 @@ async def test_start_stop_leave_no_task(cert_dir: Path) -> None:
         await asyncio.sleep(0.03)
     assert asyncio.all_tasks() - before == set()
     assert pollers[0].cancelled()
+
+
+async def test_a_connection_past_the_limit_is_closed_at_once(cert_dir: Path) -> None:
+    ca = trustme.CA()
+    write_pair(cert_dir, ca.issue_cert(HOST))
+    reloader = CertReloader(cert_dir)
+    await reloader.start()
+    runner = await serve(
+        admission_app(policy=POLICY, index=FakeIndex()),
+        host=HOST,
+        port=0,
+        reloader=reloader,
+        max_connections=1,
+    )
+    client = ssl.create_default_context(cadata=ca.cert_pem.bytes().decode())
+    port = runner.addresses[0][1]
+    try:
+        _, first = await asyncio.open_connection(HOST, port, ssl=client, server_hostname=HOST)
+        await asyncio.sleep(0.1)  # the first one is established
+        second, writer = await asyncio.open_connection(HOST, port, ssl=client, server_hostname=HOST)
+        with contextlib.suppress(ConnectionError, ssl.SSLError):
+            assert await asyncio.wait_for(second.read(), 2) == b""
+        writer.transport.abort()
+        first.transport.abort()
+    finally:
+        await runner.cleanup()
+        await reloader.stop()

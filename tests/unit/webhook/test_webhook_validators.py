@@ -434,15 +434,35 @@ def test_update_skips_the_object_itself() -> None:
     assert update(me, me, index) == allow()
 
 
-def test_update_checks_uniqueness_even_when_gateway_unchanged() -> None:
-    # Legacy duplicates (created before the webhook) block every update of either tenant,
-    # including the controller's own finalizer patches: upstream parity.
+def test_update_that_keeps_the_gateway_is_admitted_beside_a_sharer() -> None:
+    # Two tenants made before the webhook share a Gateway; an update that keeps the Gateway
+    # cannot create sharing, so relabelling either is admitted (docs/differences.md D29).
     me = tenant("team-a", gateway="shared")
+    index = FakeIndex([me, tenant("team-b", gateway="shared")])
+    relabelled = tenant("team-a", gateway="shared")
+    relabelled["metadata"]["labels"] = {"example.com/x": "y"}
+    assert update(me, relabelled, index) == allow()
+
+
+def test_finalizer_removal_of_a_deleting_tenant_is_admitted_beside_a_sharer() -> None:
+    me = tenant("team-a", gateway="shared", deleting=True)
     index = FakeIndex([me, tenant("team-b", gateway="shared")])
     removing_finalizer = tenant("team-a", gateway="shared", deleting=True)
     removing_finalizer["metadata"]["finalizers"] = []
-    verdict = update(me, removing_finalizer, index)
-    assert verdict.message == IN_USE.format(gw="shared", holder="team-b")
+    assert update(me, removing_finalizer, index) == allow()
+
+
+def test_a_deleting_tenant_may_name_a_taken_gateway() -> None:
+    # It is on its way out of every Gateway: nothing it names can become shared.
+    index = FakeIndex([tenant("team-b", gateway="gw-b")])
+    old = tenant("team-a", gateway="gw-a", deleting=True)
+    new = tenant("team-a", gateway="gw-b", deleting=True)
+    assert update(old, new, index) == allow()
+
+
+def test_an_implicit_gateway_made_explicit_is_not_a_move() -> None:
+    index = FakeIndex([tenant("team-a"), tenant("team-b", gateway="team-a")])
+    assert update(tenant("team-a"), tenant("team-a", gateway="team-a"), index) == allow()
 
 
 def test_update_to_a_taken_gateway_is_denied() -> None:
@@ -455,7 +475,8 @@ def test_not_synced_cache_denies_instead_of_guessing() -> None:
     index = FakeIndex(synced=False)
     expected = Verdict(allowed=False, message=MSG_NOT_SYNCED, code=503)
     assert create(tenant(), index) == expected
-    assert update(tenant(), tenant(), index) == expected
+    moved = tenant(gateway="elsewhere")
+    assert update(tenant(), moved, index) == expected
     assert index.calls == []
     assert MSG_NOT_SYNCED == (
         "AITenant webhook is not ready: the AITenant cache has not synced yet; retry shortly"
