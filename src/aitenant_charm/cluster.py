@@ -13,6 +13,7 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
 
 from lightkube import codecs
 from lightkube.core.resource import Resource
@@ -45,6 +46,7 @@ from aitenant import contract, manifests
 from aitenant.webhook.config import render_webhook_configuration
 
 logger = logging.getLogger(__name__)
+_T = TypeVar("_T")
 
 # The ClusterRole in aitenant/manifests/rbac/clusterrole.yaml that the controller runs with.
 CONTROLLER_CLUSTER_ROLE = contract.CONTROLLER_NAME
@@ -101,6 +103,17 @@ def construct_cluster_role_binding(
     )
 
 
+def decode_all(docs: Iterable[dict[str, Any]], what: str, *kinds: type[_T]) -> list[_T]:
+    """Rendered documents as lightkube objects, each of one of ``kinds`` (else TypeError)."""
+    objects: list[_T] = []
+    for doc in docs:
+        obj = codecs.from_dict(doc)
+        if not isinstance(obj, kinds):
+            raise TypeError(f"{what} template rendered a {type(obj).__name__}")
+        objects.append(obj)
+    return objects
+
+
 def construct_binding_policy(
     *, name: str, service_account: str, namespace: str
 ) -> list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding]:
@@ -113,13 +126,9 @@ def construct_binding_policy(
         service_account_namespace=namespace,
         labels=MANAGED_BY_LABEL,
     )
-    objects: list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding] = []
-    for doc in docs:
-        obj = codecs.from_dict(doc)
-        if not isinstance(obj, ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding):
-            raise TypeError(f"binding policy template rendered a {type(obj).__name__}")
-        objects.append(obj)
-    return objects
+    return decode_all(
+        docs, "binding policy", ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding
+    )
 
 
 def construct_webhook_configuration(
@@ -228,13 +237,7 @@ def construct_namespaced_rbac(
         service_account_namespace=controller_namespace,
         labels=MANAGED_BY_LABEL,
     )
-    objects: list[Role | RoleBinding] = []
-    for doc in docs:
-        obj = codecs.from_dict(doc)
-        if not isinstance(obj, Role | RoleBinding):
-            raise TypeError(f"namespaced RBAC template rendered a {type(obj).__name__}")
-        objects.append(obj)
-    return objects
+    return decode_all(docs, "namespaced RBAC", Role, RoleBinding)
 
 
 def stale_namespaced_rbac(

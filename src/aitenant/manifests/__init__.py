@@ -87,9 +87,7 @@ def render_namespaced_rbac(
         "service_account": service_account,
         "service_account_namespace": service_account_namespace,
     }
-    for key, value in values.items():
-        if not value:
-            raise ValueError(f"{key} is required")
+    _require(values)
     rendered = _template(NAMESPACED_RBAC_TEMPLATE).render(
         **values,
         gateway_namespace=gateway_namespace or "",
@@ -97,6 +95,12 @@ def render_namespaced_rbac(
         lease_name=contract.LEASE_NAME,
     )
     return _documents_from(rendered, NAMESPACED_RBAC_TEMPLATE)
+
+
+def _require(values: Mapping[str, str]) -> None:
+    for key, value in values.items():
+        if not value:
+            raise ValueError(f"{key} is required")
 
 
 def render_binding_policy(
@@ -114,9 +118,7 @@ def render_binding_policy(
         "service_account": service_account,
         "service_account_namespace": service_account_namespace,
     }
-    for key, value in values.items():
-        if not value:
-            raise ValueError(f"{key} is required")
+    _require(values)
     rendered = _template(BINDING_POLICY_TEMPLATE).render(
         name=name,
         username=f"system:serviceaccount:{service_account_namespace}:{service_account}",
