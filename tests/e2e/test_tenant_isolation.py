@@ -170,6 +170,47 @@ async def test_a_tenant_admin_cannot_take_over_another_tenant_or_make_one_up(
     await bob_untouched()
 
 
+async def test_a_config_in_a_namespace_no_aitenant_owns_renders_nothing(
+    kube: AsyncClient, controller: RunningController, unique: Names
+) -> None:
+    """A ``default-tenant`` labelled as another tenant's, in a tenant namespace whose AITenant
+    does not exist, is refused naming what it lacks; nothing is rendered from its labels."""
+    ghost, victim = unique("ghost"), unique("victim")
+    tns = f"ai-tenant-{ghost}"
+    await samples.ensure_namespace(kube, tns)
+    body = {
+        "apiVersion": contract.API_VERSION,
+        "kind": "MaasTenantConfig",
+        "metadata": {
+            "name": CONFIG,
+            "namespace": tns,
+            "labels": {
+                contract.LABEL_MANAGED_BY_AITENANT: "true",
+                contract.LABEL_TENANT_NAME: victim,
+                contract.LABEL_TENANT_NAMESPACE: tns,
+            },
+            "annotations": {
+                contract.ANNOTATION_AITENANT_NAME: victim,
+                contract.ANNOTATION_AITENANT_NAMESPACE: AITENANT_NS,
+            },
+        },
+    }
+    await kube.create(MaasTenantConfig.from_dict(body))
+
+    async def refused() -> dict[str, Any] | None:
+        condition = ready(dict(await kube.get(MaasTenantConfig, CONFIG, namespace=tns)))
+        return condition if condition.get("reason") == "InvalidTenantConfig" else None
+
+    condition = await eventually(refused)
+    assert condition["message"] == (
+        f"MaasTenantConfig {tns}/{CONFIG} belongs to no AITenant: expected AITenant "
+        f"{AITENANT_NS}/{ghost} with status.tenantNamespace={tns}"
+    )
+    assert await platform_of(kube, victim) == set()
+    assert await platform_of(kube, ghost) == set()
+    await kube.delete(MaasTenantConfig, CONFIG, namespace=tns)
+
+
 async def test_replicas_out_of_bounds_are_refused_not_applied(
     kube: AsyncClient, tenant_admin: AsyncClient, controller: RunningController, unique: Names
 ) -> None:

@@ -248,17 +248,7 @@ class Applier:
             self._refused[manifest.ref] = refused  # unchanged since: refused again, unwritten
             raise ForeignObject(manifest, live, refused[1])
         try:
-            applied = dict(
-                await self.client.patch(
-                    manifest.kind.resource,
-                    manifest.name,
-                    manifest.obj,
-                    namespace=manifest.namespace,
-                    patch_type=PatchType.APPLY,
-                    field_manager=self.field_manager,
-                    force=True,
-                )
-            )
+            applied = await self._server_side_apply(manifest, live)
         except ApiError as exc:
             if is_invalid(exc):
                 await self._refuse_takeover(manifest, live, exc)
@@ -269,6 +259,39 @@ class Applier:
         else:
             log.debug("applied %s", manifest)
         return applied
+
+    async def _server_side_apply(
+        self, manifest: Manifest, live: dict[str, Any] | None
+    ) -> dict[str, Any]:
+        """Apply ``manifest``, taking over the fields other managers hold. Where the caches
+        saw no object (``live`` None: none labelled as ours), the first try does not force:
+        an object that exists anyway and whose fields another manager set answers 409, and is
+        read and checked before it is taken over, so none whose tracking labels name another
+        tenant ever is (docs/contract.md §3.7); a missing one is simply created."""
+        if live is None:
+            try:
+                return await self._patch(manifest, force=False)
+            except ApiError as exc:
+                if not is_conflict(exc):
+                    raise
+            found = await self.get(manifest.kind, manifest.name, manifest.namespace)
+            owner = tenant_of(found) if found is not None else None
+            if owner is not None and owner != tenant_of(manifest.obj):
+                raise OtherTenantsObject(manifest, owner)
+        return await self._patch(manifest, force=True)
+
+    async def _patch(self, manifest: Manifest, *, force: bool) -> dict[str, Any]:
+        return dict(
+            await self.client.patch(
+                manifest.kind.resource,
+                manifest.name,
+                manifest.obj,
+                namespace=manifest.namespace,
+                patch_type=PatchType.APPLY,
+                field_manager=self.field_manager,
+                force=force,
+            )
+        )
 
     async def _refuse_takeover(
         self, manifest: Manifest, live: dict[str, Any] | None, exc: ApiError

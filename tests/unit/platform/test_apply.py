@@ -191,3 +191,46 @@ async def test_a_same_named_object_someone_else_made_is_refused_once_then_only_r
     report = await applier.apply_all([Manifest(desired)], lambda _: None)
     assert report.writes == 1
     assert [s.verb for s in gone.sent] == ["GET", "PATCH"]
+
+
+async def test_an_unseen_object_of_another_tenant_is_never_forced() -> None:
+    """The caches see only our labelled objects. Where they saw nothing, the apply does not
+    force: an object that exists anyway answers 409, is read, and one whose tracking labels
+    name another tenant is refused without a forced write (docs/contract.md §3.7); an object
+    with no tenant's labels is taken over as before."""
+    import pytest
+
+    from aitenant import contract
+    from aitenant.platform.apply import Applier, OtherTenantsObject
+    from aitenant.platform.render import Manifest
+
+    from ..scripted_api import ScriptedApi, ok, status
+
+    desired = copy.deepcopy(DESIRED)
+    desired["metadata"]["namespace"] = "infra"
+    desired["metadata"]["labels"].update(
+        {contract.LABEL_TENANT_NAME: "a", contract.LABEL_TENANT_NAMESPACE: "ai-tenant-a"}
+    )
+    theirs = live_copy()
+    theirs["metadata"].update(
+        namespace="infra",
+        labels={contract.LABEL_TENANT_NAME: "b", contract.LABEL_TENANT_NAMESPACE: "ai-tenant-b"},
+    )
+    path = "/apis/apps/v1/namespaces/infra/deployments/maas-api-a"
+    conflict = status(409, "Conflict", "Apply failed with 1 conflict")
+    api = ScriptedApi().on("PATCH", path, conflict).on("GET", path, ok(theirs))
+
+    with pytest.raises(OtherTenantsObject) as raised:
+        await Applier(api.client()).apply_all([Manifest(desired)], lambda _: None)
+    assert "belongs to tenant b" in str(raised.value)
+    assert [s.verb for s in api.sent] == ["PATCH", "GET"], "no forced write"
+    assert api.sent[0].params.get("force") != "true"
+
+    unlabelled = live_copy()
+    unlabelled["metadata"].update(namespace="infra", labels={})
+    adopt = ScriptedApi().on("PATCH", path, conflict, ok(live_copy()))
+    adopt.on("GET", path, ok(unlabelled))
+    report = await Applier(adopt.client()).apply_all([Manifest(desired)], lambda _: None)
+    assert report.writes == 1
+    assert [s.verb for s in adopt.sent] == ["PATCH", "GET", "PATCH"]
+    assert [s.params.get("force") for s in adopt.sent if s.verb == "PATCH"] == [None, "true"]
