@@ -50,8 +50,10 @@ def go_binaries() -> Path:
     if not (out / "pause").exists() or not (out / "maas-api-standin").exists():
         out.mkdir(parents=True, exist_ok=True)
         subprocess.run(
-            ["go", "build", "-mod=readonly", "-trimpath", "-ldflags", "-s -w", "-o", f"{out}/"]
-            + ["./cmd/pause", "./cmd/maas-api-standin"],
+            [
+                *("go", "build", "-mod=readonly", "-trimpath", "-ldflags", "-s -w"),
+                *("-o", f"{out}/", "./cmd/pause", "./cmd/maas-api-standin"),
+            ],
             cwd=IMAGES_MODULE,
             env={**os.environ, "CGO_ENABLED": "0"},
             check=True,
@@ -94,9 +96,7 @@ def _blob(blobs: dict[str, bytes], data: bytes) -> dict[str, object]:
     return {"digest": digest, "size": len(data)}
 
 
-def write_archive(
-    path: Path, name: str, layer: Layer, *, entrypoint: list[str], user: str
-) -> Path:
+def write_archive(path: Path, name: str, layer: Layer, *, entrypoint: list[str], user: str) -> Path:
     """An OCI image-layout archive holding one image, ``name``, as ``ctr images import``
     reads it."""
     blobs: dict[str, bytes] = {}

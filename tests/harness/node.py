@@ -31,6 +31,7 @@ import struct
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
@@ -152,7 +153,7 @@ class _DNSHandler(socketserver.BaseRequestHandler):
             sock.sendto(_answer(data, server.cluster_ip), self.client_address)
 
 
-def _answer(query: bytes, lookup: object) -> bytes:
+def _answer(query: bytes, lookup: Callable[[str], str | None]) -> bytes:
     ident, flags = struct.unpack("!HH", query[:4])
     labels, pos = [], 12
     while query[pos]:
@@ -161,7 +162,6 @@ def _answer(query: bytes, lookup: object) -> bytes:
         pos += 1 + length
     qtype = struct.unpack("!H", query[pos + 1 : pos + 3])[0]
     question = query[12 : pos + 5]
-    assert callable(lookup)
     ip = lookup(".".join(labels))
     rd = flags & 0x0100
     if ip is None:
@@ -396,8 +396,11 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             "volumePluginDir": str(self.work / "volume-plugins"),
             "imageGCHighThresholdPercent": 100,
             "imageGCLowThresholdPercent": 99,
-            "evictionHard": {"memory.available": "1Mi", "nodefs.available": "1%",
-                             "imagefs.available": "1%"},
+            "evictionHard": {
+                "memory.available": "1Mi",
+                "nodefs.available": "1%",
+                "imagefs.available": "1%",
+            },
             "maxPods": 40,
             "syncFrequency": "10s",
             "fileCheckFrequency": "10s",
@@ -438,8 +441,12 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             # A pod reaching a Service on its own bridge gets the answer back through us.
             "masqueradeAll": True,
             # Leave the machine's conntrack settings alone.
-            "conntrack": {"maxPerCore": 0, "min": 0, "tcpEstablishedTimeout": "0s",
-                          "tcpCloseWaitTimeout": "0s"},
+            "conntrack": {
+                "maxPerCore": 0,
+                "min": 0,
+                "tcpEstablishedTimeout": "0s",
+                "tcpCloseWaitTimeout": "0s",
+            },
             "nodePortAddresses": [f"{NODE_IP}/32"],
         }
         (self.work / "kube-proxy.yaml").write_text(yaml.safe_dump(config))
@@ -603,9 +610,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             with contextlib.suppress(OSError):
                 top.rmdir()
         if not self._run_containerd_before and RUN_CONTAINERD.exists():
-            for sub in sorted(RUN_CONTAINERD.rglob("*"), key=lambda p: len(p.parts), reverse=True):
+            deepest_first = sorted(RUN_CONTAINERD.rglob("*"), key=lambda p: -len(p.parts))
+            for sub in (d for d in deepest_first if d.is_dir()):
                 with contextlib.suppress(OSError):
-                    sub.rmdir() if sub.is_dir() else None
+                    sub.rmdir()  # only what is empty: a shim still running keeps its socket
             with contextlib.suppress(OSError):
                 RUN_CONTAINERD.rmdir()
             self._run_containerd_before = True
