@@ -41,9 +41,9 @@ from .conftest import (
     CONTROLLER_USER,
     GATEWAY_NS,
     INFRA_NS,
+    TENANT_ADMIN_USER,
     Names,
     RunningController,
-    TENANT_ADMIN_USER,
     bind_controller_roles,
     client_for,
     eventually,
@@ -80,7 +80,8 @@ class ServiceAddresses(httpx.AsyncBaseTransport):
             svc = await self.kube.get(Service, parts[0], namespace=parts[1])
         except Exception as exc:
             raise httpx.ConnectError(f"no Service for {host}: {exc}") from None
-        assert svc.spec is not None and svc.spec.clusterIP
+        assert svc.spec is not None
+        assert svc.spec.clusterIP
         self.sent_to.append(svc.spec.clusterIP)
         request.url = request.url.copy_with(host=svc.spec.clusterIP)
         request.extensions = {**request.extensions, "sni_hostname": host}
@@ -173,7 +174,10 @@ async def node_controller(
 
 
 async def maas_api_pod(kube: AsyncClient, tenant: str) -> dict[str, Any]:
-    labels = {contract.LABEL_APP_NAME: "maas-api", contract.LABEL_TENANT_NAME: tenant}
+    labels: dict[str, Any] = {
+        contract.LABEL_APP_NAME: "maas-api",
+        contract.LABEL_TENANT_NAME: tenant,
+    }
     pods = [dict(p.to_dict()) async for p in kube.list(Pod, namespace=INFRA_NS, labels=labels)]
     running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
     assert len(running) == 1, [p["metadata"]["name"] for p in pods]
@@ -199,9 +203,7 @@ async def serving_secret(kube: AsyncClient, tenant: str) -> dict[str, bytes]:
     return {k: base64.b64decode(v) for k, v in (secrets[0].data or {}).items()}
 
 
-async def call_pod(
-    pod: dict[str, Any], ca_file: Path, method: str, path: str
-) -> httpx.Response:
+async def call_pod(pod: dict[str, Any], ca_file: Path, method: str, path: str) -> httpx.Response:
     """Call the pod's own address (on our bridge) as its Service's DNS name."""
     service = f"maas-api-{pod['metadata']['labels'][contract.LABEL_TENANT_NAME]}"
     name = f"{service}.{INFRA_NS}.svc"
@@ -234,6 +236,18 @@ def container_process(pod: dict[str, Any]) -> int:
     raise LookupError(f"no task {container_id}")
 
 
+def process_facts(pid: int) -> tuple[list[int], dict[str, set[str]], int]:
+    """A process's user ids, its mounts (point -> options) and effective capabilities."""
+    status = Path(f"/proc/{pid}/status").read_text()
+    uids = [int(u) for u in status.split("Uid:")[1].split()[:4]]
+    capabilities = int(status.split("CapEff:")[1].split()[0], 16)
+    mounts = {
+        line.split()[4]: set(line.split()[5].split(","))
+        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
+    }
+    return uids, mounts, capabilities
+
+
 async def active_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
     await make_tenant(kube, name)
     return await wait_phase(kube, name, "Active", timeout=POD_READY_TIMEOUT)
@@ -255,7 +269,9 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     pod = await maas_api_pod(node_kube, name)
     assert pod_ready(pod)
     status = pod["status"]["containerStatuses"][0]
-    assert status["ready"] and status["restartCount"] == 0 and "running" in status["state"]
+    assert status["ready"]
+    assert status["restartCount"] == 0
+    assert "running" in status["state"]
     assert status["image"] == images.MAAS_API_IMAGE
     # The kubelet, not us, made the Deployment Available: no status write of ours.
     deployment = await node_kube.get(
@@ -268,22 +284,18 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     assert all(m != "aitenant-tests" for m, _ in managers), managers
 
     # What the kubelet made of our securityContext: a non-root user, a read-only root.
-    pid = container_process(pod)
-    uids = Path(f"/proc/{pid}/status").read_text().split("Uid:")[1].split()[:4]
-    assert all(int(u) != 0 for u in uids), uids
-    root_mount = next(
-        line
-        for line in Path(f"/proc/{pid}/mountinfo").read_text().splitlines()
-        if line.split()[4] == "/"
-    )
-    assert "ro" in root_mount.split()[5].split(","), root_mount
-    caps = Path(f"/proc/{pid}/status").read_text().split("CapEff:")[1].split()[0]
-    assert int(caps, 16) == 0, caps
+    uids, mounts, capabilities = process_facts(container_process(pod))
+    assert all(u != 0 for u in uids), uids
+    assert "ro" in mounts["/"], mounts
+    # The serving-certificate volume, read-only, where TLS_CERT and TLS_KEY point.
+    assert "ro" in mounts["/etc/maas-api/tls"], mounts
+    assert capabilities == 0
 
     # It serves the certificate we issued, for its Service's name, on the pod's address.
     secret = await serving_secret(node_kube, name)
     response = await call_pod(pod, maas_api_ca[0], "GET", "/health")
-    assert response.status_code == 200 and response.json() == {"status": "healthy"}
+    assert response.status_code == 200
+    assert response.json() == {"status": "healthy"}
     served = ssl.get_server_certificate((pod["status"]["podIP"], 8443))
     issued = secret["tls.crt"].decode().split(END_CERT)[0] + END_CERT
     assert ssl.PEM_cert_to_DER_cert(served) == ssl.PEM_cert_to_DER_cert(issued)
@@ -305,28 +317,33 @@ async def test_the_key_cleanup_cronjob_run_once_completes_against_maas_api(
     ]
     assert len(cronjobs) == 1
     cron = cronjobs[0]
-    assert cron.metadata is not None and cron.spec is not None
+    assert cron.metadata is not None
+    assert cron.spec is not None
     # What `kubectl create job --from=cronjob/...` makes.
     job = Job(
         metadata=ObjectMeta(
             name=f"{cron.metadata.name}-once",
             namespace=INFRA_NS,
             annotations={"cronjob.kubernetes.io/instantiate": "manual"},
-            labels=cron.spec.jobTemplate.metadata.labels if cron.spec.jobTemplate.metadata else None,
+            labels=cron.spec.jobTemplate.metadata.labels
+            if cron.spec.jobTemplate.metadata
+            else None,
         ),
         spec=cron.spec.jobTemplate.spec,
     )
     await node_kube.create(job)
+    job_name = f"{cron.metadata.name}-once"
 
     async def finished() -> Job | None:
-        got = await node_kube.get(Job, f"{cron.metadata.name}-once", namespace=INFRA_NS)
+        got = await node_kube.get(Job, job_name, namespace=INFRA_NS)
         st = got.status
         if st is not None and (st.succeeded or st.failed):
             return got
         return None
 
     done = cast(Job, await eventually(finished, timeout=POD_READY_TIMEOUT, interval=0.5))
-    assert done.status is not None and done.status.succeeded == 1, done.status
+    assert done.status is not None
+    assert done.status.succeeded == 1, done.status
     pod = await maas_api_pod(node_kube, name)
     calls = (await call_pod(pod, maas_api_ca[0], "GET", "/standin/v1/calls")).json()
     assert {"method": "POST", "path": "/internal/v1/api-keys/cleanup", "status": 200} in calls
@@ -360,6 +377,6 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
 
     await eventually(gone, timeout=60, interval=0.2)
     assert svc.spec.clusterIP in transport.sent_to
-    assert any(
-        f"{name}: revoked 2 API keys" in r.getMessage() for r in caplog.records
-    ), [r.getMessage() for r in caplog.records]
+    assert any(f"{name}: revoked 2 API keys" in r.getMessage() for r in caplog.records), [
+        r.getMessage() for r in caplog.records
+    ]
