@@ -380,3 +380,49 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
     assert any(f"{name}: revoked 2 API keys" in r.getMessage() for r in caplog.records), [
         r.getMessage() for r in caplog.records
     ]
+
+
+async def test_a_crash_looping_maas_api_leaves_the_tenant_not_active_and_says_why(
+    node_cluster: LocalCluster,
+    node_kube: AsyncClient,
+    node_controller: tuple[RunningController, ServiceAddresses],
+    maas_api_ca: tuple[Path, Path],
+    unique: Names,
+) -> None:
+    running, _ = node_controller
+    await running.stop()
+    crashing, transport = await start_controller(
+        node_cluster, node_kube, maas_api_ca, images.MAAS_API_CRASHLOOP_IMAGE
+    )
+    try:
+        name = unique("crash")
+        await make_tenant(node_kube, name)
+
+        async def restarted() -> dict[str, Any] | None:
+            pod = await maas_api_pod(node_kube, name)
+            statuses = pod["status"].get("containerStatuses") or []
+            return pod if statuses and statuses[0]["restartCount"] >= 1 else None
+
+        await eventually(restarted, timeout=POD_READY_TIMEOUT, interval=0.5)
+
+        # The tenant says why, in the kubelet's words, through its config's condition.
+        async def says_why() -> dict[str, Any] | None:
+            tenant = await get_tenant(node_kube, name)
+            message = ready(tenant).get("message", "")
+            return tenant if "CrashLoopBackOff" in message else None
+
+        tenant = await eventually(says_why, timeout=POD_READY_TIMEOUT, interval=0.5)
+        assert tenant["status"]["phase"] == "Pending"
+        cond = ready(tenant)
+        assert cond["status"] == "False"
+        assert cond["reason"] == "TenantConfigNotReady", cond
+        assert cond["message"].startswith(
+            "waiting for MaasTenantConfig to report Ready: MaaSAPINotAvailable: "
+            f"waiting for Deployment {INFRA_NS}/maas-api-{name} to become available: pod "
+        ), cond
+        assert cond["message"].endswith(
+            "container maas-api CrashLoopBackOff, last exited with code 1"
+        ), cond
+    finally:
+        await crashing.stop()
+        await transport.aclose()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aitenant import contract
-from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.aitenant import AITenantReconciler, config_not_ready_message
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
@@ -155,3 +155,22 @@ async def test_deletion_goes_to_the_finalizer_only_while_ours_is_on() -> None:
 
     assert h.finalized == ["gone"]
     assert h.api.sent == []
+
+
+def test_a_config_not_ready_is_reported_with_its_own_reason_and_message() -> None:
+    waiting = contract.Message.CONFIG_NOT_READY
+    assert config_not_ready_message(None) == waiting
+    assert config_not_ready_message({"status": {}}) == waiting
+    not_ready = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "MaaSAPINotAvailable",
+        "message": "waiting for Deployment a/maas-api-t to become available: pod p: why",
+    }
+    assert config_not_ready_message({"status": {"conditions": [not_ready]}}) == (
+        f"{waiting}: MaaSAPINotAvailable: "
+        "waiting for Deployment a/maas-api-t to become available: pod p: why"
+    )
+    # A Ready config is not "not ready": no reason of its to repeat.
+    ready_cond = {**not_ready, "status": "True", "reason": "Reconciled"}
+    assert config_not_ready_message({"status": {"conditions": [ready_cond]}}) == waiting
