@@ -13,6 +13,7 @@ the Service's DNS name checked against the certificate (``ServiceAddresses``).
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import ssl
@@ -24,6 +25,7 @@ from typing import Any, cast
 
 import httpx
 import pytest
+from cryptography import x509
 from lightkube import AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import CronJob, Job
@@ -218,21 +220,20 @@ async def call_pod(pod: dict[str, Any], ca_file: Path, method: str, path: str) -
         )
 
 
-def container_process(pod: dict[str, Any]) -> int:
-    """The host pid of the pod's maas-api container (containerd's task list)."""
+def container_process(cluster: LocalCluster, pod: dict[str, Any]) -> int:
+    """The host pid of the pod's maas-api container (our containerd's task list)."""
     container_id = pod["status"]["containerStatuses"][0]["containerID"].split("://", 1)[1]
-    sockets = list(Path("/tmp").glob("aitenant-cluster-*/node/containerd/containerd.sock"))
-    for sock in sockets:
-        out = subprocess.run(
-            ["ctr", "--address", str(sock), "-n", "k8s.io", "tasks", "ls"],
-            capture_output=True,
-            text=True,
-            check=False,
-        ).stdout
-        for line in out.splitlines()[1:]:
-            words = line.split()
-            if words and words[0] == container_id:
-                return int(words[1])
+    ctr = ["ctr", "--address", str(Node(cluster).containerd_socket), "-n", "k8s.io"]
+    out = subprocess.run(
+        [*ctr, "tasks", "ls"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    for line in out.splitlines()[1:]:
+        words = line.split()
+        if words and words[0] == container_id:
+            return int(words[1])
     raise LookupError(f"no task {container_id}")
 
 
@@ -254,6 +255,7 @@ async def active_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
 
 
 async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_probes(
+    node_cluster: LocalCluster,
     node_kube: AsyncClient,
     node_controller: tuple[RunningController, ServiceAddresses],
     maas_api_ca: tuple[Path, Path],
@@ -284,7 +286,7 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     assert all(m != "aitenant-tests" for m, _ in managers), managers
 
     # What the kubelet made of our securityContext: a non-root user, a read-only root.
-    uids, mounts, capabilities = process_facts(container_process(pod))
+    uids, mounts, capabilities = process_facts(container_process(node_cluster, pod))
     assert all(u != 0 for u in uids), uids
     assert "ro" in mounts["/"], mounts
     # The serving-certificate volume, read-only, where TLS_CERT and TLS_KEY point.
@@ -382,6 +384,78 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
     ]
 
 
+async def test_a_new_certificate_rolls_the_pods_and_the_gateway_drops_the_old_ca_after(
+    tmp_path: Path,
+    node_cluster: LocalCluster,
+    node_kube: AsyncClient,
+    node_controller: tuple[RunningController, ServiceAddresses],
+    unique: Names,
+) -> None:
+    """The charm rotates the maas-api CA: the serving certificate is reissued, the pods roll
+    (they read it only at start), and the Gateway's CA bundle (docs/platform.md §12) drops the
+    old CA only once no Ready pod serves a certificate of it."""
+    running, _ = node_controller
+    name = unique("roll")
+    ca_file, ca_key_file = samples.write_ca(tmp_path / "ca")
+    await running.stop()
+    own, transport = await start_controller(
+        node_cluster, node_kube, (ca_file, ca_key_file), images.MAAS_API_IMAGE
+    )
+    bundle_name = f"maas-api-{name}-backend-ca"
+    try:
+        await active_tenant(node_kube, name)
+        old_pod = await maas_api_pod(node_kube, name)
+        old_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+
+        await own.stop()
+        samples.write_ca(tmp_path / "ca")
+        new_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+        await own.start()
+
+        # Until the tenant is Active again: what the Gateway trusts beside what the pods serve.
+        seen: list[tuple[int, bool, bool]] = []  # (CAs trusted, old trusted, old pod Ready)
+        deadline = asyncio.get_running_loop().time() + POD_READY_TIMEOUT
+        while asyncio.get_running_loop().time() < deadline:
+            configmap = await node_kube.get(
+                samples.platform_kinds.CONFIG_MAP.resource, bundle_name, namespace=INFRA_NS
+            )
+            trusted = x509.load_pem_x509_certificates(configmap["data"]["ca.crt"].encode())
+            pods = [
+                dict(p.to_dict())
+                async for p in node_kube.list(
+                    Pod,
+                    namespace=INFRA_NS,
+                    labels={contract.LABEL_TENANT_NAME: name, contract.LABEL_APP_NAME: "maas-api"},
+                )
+            ]
+            # The old pod may still serve: Ready and not yet terminating (a terminating pod
+            # leaves the Service's ready endpoints, so no Gateway sends to it any more).
+            old_ready = any(
+                p["metadata"]["name"] == old_pod["metadata"]["name"]
+                and pod_ready(p)
+                and not p["metadata"].get("deletionTimestamp")
+                for p in pods
+            )
+            seen.append((len(trusted), old_ca in trusted, old_ready))
+            tenant = await get_tenant(node_kube, name)
+            if trusted == [new_ca] and (tenant.get("status") or {}).get("phase") == "Active":
+                break
+            await asyncio.sleep(0.2)
+        assert seen[-1][:2] == (1, False), seen
+        # Both CAs were trusted while the old pod still served, and never the new alone then.
+        assert (2, True, True) in seen, seen
+        assert not any(not old_trusted and old_ready for _, old_trusted, old_ready in seen), seen
+
+        new_pod = await maas_api_pod(node_kube, name)
+        assert new_pod["metadata"]["name"] != old_pod["metadata"]["name"]
+        response = await call_pod(new_pod, ca_file, "GET", "/health")
+        assert response.status_code == 200
+    finally:
+        await own.stop()
+        await transport.aclose()
+        await running.start()
+
+
 async def test_a_crash_looping_maas_api_leaves_the_tenant_not_active_and_says_why(
     node_cluster: LocalCluster,
     node_kube: AsyncClient,
@@ -423,6 +497,17 @@ async def test_a_crash_looping_maas_api_leaves_the_tenant_not_active_and_says_wh
         assert cond["message"].endswith(
             "container maas-api CrashLoopBackOff, last exited with code 1"
         ), cond
+
+        # Deleting it while maas-api is down: revocation cannot reach the pod, and the tenant
+        # says so (it keeps its finalizer until then or the deletion timeout).
+        await node_kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+        async def blocked() -> dict[str, Any] | None:
+            cond = ready(await get_tenant(node_kube, name))
+            return cond if cond.get("reason") == "DeletionBlocked" else None
+
+        cond = await eventually(blocked, timeout=60, interval=0.5)
+        assert f"maas-api-{name}.{INFRA_NS}.svc:8443" in cond["message"], cond
     finally:
         await crashing.stop()
         await transport.aclose()
