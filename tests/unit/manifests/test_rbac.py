@@ -161,3 +161,12 @@ def test_crds_carry_the_cel_rules() -> None:
             "message": "MaasTenantConfig name must be default-tenant",
         }
     ]
+
+
+def test_maas_api_may_read_the_cluster_tls_profile() -> None:
+    """maas-api reads and watches apiservers.config.openshift.io at start (docs/platform.md
+    §2): without the right it retries for seconds at every start and logs a failing watch."""
+    doc = yaml.safe_load((RBAC / "maas-api-clusterrole.yaml").read_text())
+    assert [r["verbs"] for r in _rules_for(doc, "config.openshift.io", "apiservers")] == [
+        ["get", "list", "watch"]
+    ]
