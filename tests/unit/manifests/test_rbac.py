@@ -113,7 +113,8 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         "patch",
         "delete",
     ]
-    # maas-api's pods: listed, nothing more, to say why it is not available (contract §3.6).
+    # maas-api's pods: listed, nothing more, to say why it is not available
+    # (docs/contract.md §3.6).
     assert [r["verbs"] for r in _rules_for(platform, "", "pods")] == [["list"]]
     # The BackendTLSPolicy and its CA ConfigMap, like every platform object.
     for group, resource in [

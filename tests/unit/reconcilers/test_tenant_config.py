@@ -238,7 +238,7 @@ async def test_backend_tls_trusts_the_old_ca_until_the_new_certificate_rolled_ou
 
 
 def pod(status: dict[str, Any]) -> Pod:
-    return Pod.from_dict({"metadata": {"name": "maas-api-x-1"}, "status": status})
+    return cast(Pod, Pod.from_dict({"metadata": {"name": "maas-api-x-1"}, "status": status}))
 
 
 def container(state: dict[str, Any], last: dict[str, Any] | None = None) -> dict[str, Any]:
