@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import signal
 import socket
 import socketserver
@@ -85,7 +86,8 @@ def nft_tables() -> set[str]:
 def iptables_chains() -> set[tuple[str, str, str]]:
     """The kubelet's chains present now, as (command, table, chain)."""
     present = set()
-    for command in ("iptables", "ip6tables"):
+    # Without iptables installed the kubelet makes no chains (it only logs that it cannot).
+    for command in (c for c in ("iptables", "ip6tables") if shutil.which(c)):
         for table, chains in KUBELET_CHAINS.items():
             for chain in chains:
                 done = subprocess.run(
