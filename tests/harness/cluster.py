@@ -34,6 +34,10 @@ import yaml
 REPO_ROOT = Path(__file__).resolve().parents[2]
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-control-plane.sh"
 ADMIN_TOKEN = "aitenant-local-admin"
+# Room for a Service per tenant in the 1,000-tenant soak. A node (tests/harness/node.py)
+# routes this range to a bridge of its own before anything can send to it.
+SERVICE_CIDR = "10.96.0.0/16"
+DEFAULT_CONTROLLERS = "namespace,garbagecollector"
 
 
 def free_port() -> int:
@@ -68,6 +72,8 @@ class LocalCluster:
     # Resolve a Service-referenced webhook through the Service's endpoints (as with a
     # cluster network) instead of its cluster IP, which nothing routes on this machine.
     aggregator_routing: bool = False
+    # kube-controller-manager's --controllers (a node adds those that make and run pods).
+    controllers: str = DEFAULT_CONTROLLERS
     workdir: Path | None = None
     api_port: int = 0
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -183,10 +189,14 @@ class LocalCluster:
             "--api-audiences",
             "https://kubernetes.default.svc",
             "--service-cluster-ip-range",
-            "10.96.0.0/16",  # room for a Service per tenant in the 1,000-tenant soak
+            SERVICE_CIDR,
             "--disable-admission-plugins",
             "ServiceAccount",
             "--allow-privileged",
+            # Reach a kubelet (logs, exec) at its node's address, never by resolving its
+            # name through this machine's resolver.
+            "--kubelet-preferred-address-types",
+            "InternalIP",
             "-v",
             "0",
         ]
@@ -230,7 +240,7 @@ class LocalCluster:
                 "--kubeconfig",
                 str(self.kubeconfig),
                 "--controllers",
-                "namespace,garbagecollector",
+                self.controllers,
                 "--leader-elect=false",
                 "--secure-port",
                 "0",

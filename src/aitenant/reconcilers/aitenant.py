@@ -157,7 +157,7 @@ class AITenantReconciler:
             status.set_phase(
                 contract.PHASE_PENDING,
                 Reason.TENANT_CONFIG_NOT_READY,
-                contract.Message.CONFIG_NOT_READY,
+                config_not_ready_message(config),
             )
             await status.flush()
             return RequeueAfter(REQUEUE_FAILED)
@@ -397,3 +397,12 @@ class AITenantReconciler:
                     Reason.TENANT_CONFIG_RECONCILE_FAILED, exc, f"create {ref}"
                 ) from None
             return dict(await self.client.get(MaasTenantConfig, name, namespace=ns))
+
+
+def config_not_ready_message(config: Obj | None) -> str:
+    """What the tenant waits for, with the config's own reason and message when it has said
+    why (docs/contract.md §3.4 step 14): an operator reads the tenant, not its config."""
+    cond = conditions.find_condition((config or {}).get("status") or {}, contract.CONDITION_READY)
+    if cond is None or cond.get("status") != "False" or not cond.get("reason"):
+        return contract.Message.CONFIG_NOT_READY
+    return f"{contract.Message.CONFIG_NOT_READY}: {cond['reason']}: {cond.get('message', '')}"

@@ -50,8 +50,8 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from lightkube import AsyncClient
-from lightkube.resources.core_v1 import Secret
+from lightkube import ApiError, AsyncClient
+from lightkube.resources.core_v1 import Pod, Secret
 
 from aitenant import contract, naming
 from aitenant.errors import StepFailed
@@ -161,6 +161,36 @@ def deployment_available(obj: Obj | None) -> bool:
         c.get("type") == "Available" and c.get("status") == "True"
         for c in (obj.get("status") or {}).get("conditions") or []
     )
+
+
+def pod_problem(pod: Pod) -> str | None:
+    """Why a pod is not ready, without what changes at every restart (counts, back-off
+    times), so a crash loop does not rewrite the status at every pass."""
+    status = pod.status
+    if status is None:
+        return None
+    for cond in status.conditions or []:
+        if cond.type == "PodScheduled" and cond.status == "False":
+            return f"not scheduled ({cond.reason}: {cond.message})"
+    for container in status.containerStatuses or []:
+        if container.ready:
+            continue
+        state, last = container.state, container.lastState
+        ended = last.terminated if last is not None else None
+        exited = f", last exited with code {ended.exitCode}" if ended is not None else ""
+        if state is not None and state.waiting is not None:
+            waiting = state.waiting
+            detail = (
+                f" ({waiting.message})"
+                if waiting.message and waiting.reason != "CrashLoopBackOff"
+                else ""
+            )
+            return f"container {container.name} {waiting.reason}{detail}{exited}"
+        if state is not None and state.terminated is not None:
+            return f"container {container.name} exited with code {state.terminated.exitCode}"
+        if state is not None and state.running is not None:
+            return f"container {container.name} running, not ready (readiness probe)"
+    return None
 
 
 def rolled_out_with(deployment: Obj | None, fingerprint: str) -> bool:
@@ -304,7 +334,7 @@ class TenantConfigReconciler:
                 ", ".join(report.applied) or "-",
                 ", ".join(report.created) or "-",
             )
-        return self.rollout_readiness(key, report, names, status)
+        return await self.rollout_readiness(key, report, names, status)
 
     # -- steps ---------------------------------------------------------------------------------
     async def owner_of(self, config: Obj) -> AITenantView:
@@ -448,22 +478,25 @@ class TenantConfigReconciler:
             return exc.cause
         return StepFailed(Reason.APPLY_FAILED, str(exc))
 
-    def rollout_readiness(
+    async def rollout_readiness(
         self, key: Key, report: ApplyReport, names: PlatformNames, status: StatusWriter
     ) -> Result:
         """Step 7: Ready once the maas-api Deployment is Available at its generation; a new
         tenant's first rollout writes no waiting status for its window (``FirstRollouts``)."""
         infra = self.settings.effective_infra_namespace
-        if not deployment_available(report.live.get(("apps", "Deployment", infra, names.api))):
+        deployment = report.live.get(("apps", "Deployment", infra, names.api))
+        if not deployment_available(deployment):
             if conditions.find_condition(status.status, contract.CONDITION_READY) is None:
                 # A new tenant's first rollout: its Deployment's watch brings us back in a
                 # moment, usually Available (one status write, not two).
                 left = self.first_rollouts.seconds_left(key, wrote_platform=bool(report.writes))
                 if left is not None:
                     raise FirstRollout(left)
+            why = await self.why_unavailable(deployment)
             raise StepFailed(
                 Reason.MAAS_API_NOT_AVAILABLE,
-                f"waiting for Deployment {infra}/{names.api} to become available",
+                f"waiting for Deployment {infra}/{names.api} to become available"
+                + (f": {why}" if why else ""),
                 phase=contract.PHASE_PENDING,
                 requeue_after=REQUEUE_NOT_AVAILABLE,
             )
@@ -472,6 +505,36 @@ class TenantConfigReconciler:
             contract.PHASE_ACTIVE, Reason.RECONCILED, contract.ConfigMessage.RECONCILED
         )
         return RequeueAfter(RESYNC_READY)
+
+    async def why_unavailable(self, deployment: Obj | None) -> str | None:
+        """What holds maas-api back, in the kubelet's words (docs/differences.md D15): the
+        Deployment's ReplicaFailure, else the first pod whose container is not ready (one
+        uncached list, only while the Deployment is not Available). None when nothing says."""
+        if deployment is None:
+            return None
+        for cond in (deployment.get("status") or {}).get("conditions") or []:
+            if cond.get("type") == "ReplicaFailure" and cond.get("status") == "True":
+                return f"{cond.get('reason')}: {cond.get('message')}"
+        selector = ((deployment.get("spec") or {}).get("selector") or {}).get("matchLabels")
+        if not selector:
+            return None
+        try:
+            pods = [
+                p
+                async for p in self.client.list(
+                    Pod, namespace=deployment["metadata"]["namespace"], labels=selector
+                )
+            ]
+        except ApiError as exc:  # e.g. a Role of an older charm without pods: say nothing
+            log.debug("maas-api pods of %s: %s", deployment["metadata"]["name"], exc)
+            return None
+        for pod in sorted(pods, key=lambda p: (p.metadata.name if p.metadata else None) or ""):
+            if pod.metadata is None or pod.metadata.deletionTimestamp or pod.status is None:
+                continue
+            why = pod_problem(pod)
+            if why:
+                return f"pod {pod.metadata.name}: {why}"
+        return None
 
     def warn_user_metrics(self, key: Key, generation: int) -> None:
         """Upstream's privacy warning when user identities go into metrics; once per

@@ -122,6 +122,9 @@ def test_namespaced_roles_lease_in_controller_namespace_platform_in_infra() -> N
         "patch",
         "delete",
     ]
+    # maas-api's pods: listed, nothing more, to say why it is not available
+    # (docs/contract.md §3.6).
+    assert [r["verbs"] for r in _rules_for(platform, "", "pods")] == [["list"]]
     # The BackendTLSPolicy and its CA ConfigMap, like every platform object.
     for group, resource in [
         ("gateway.networking.k8s.io", "backendtlspolicies"),
@@ -264,3 +267,12 @@ def test_cluster_role_has_no_verb_the_code_does_not_use() -> None:
     # Events: core/v1 create only.
     assert [r["verbs"] for r in _rules_for(doc, "", "events")] == [["create"]]
     assert _rules_for(doc, "events.k8s.io", "events") == []
+
+
+def test_maas_api_may_read_the_cluster_tls_profile() -> None:
+    """maas-api reads and watches apiservers.config.openshift.io at start (docs/platform.md
+    §2): without the right it retries for seconds at every start and logs a failing watch."""
+    doc = yaml.safe_load((RBAC / "maas-api-clusterrole.yaml").read_text())
+    assert [r["verbs"] for r in _rules_for(doc, "config.openshift.io", "apiservers")] == [
+        ["get", "list", "watch"]
+    ]

@@ -6,7 +6,7 @@ import json
 from typing import Any
 
 from aitenant import contract, naming
-from aitenant.reconcilers.aitenant import AITenantReconciler
+from aitenant.reconcilers.aitenant import AITenantReconciler, config_not_ready_message
 from aitenant.reconcilers.infra_labels import LEDGER
 from aitenant.reconcilers.status import StatusWriter
 from aitenant.resources import AITenantView
@@ -228,3 +228,22 @@ async def test_the_old_gateways_labels_stay_when_another_tenant_holds_it() -> No
     await h.reconcile(NS, "red")
 
     assert not [w for w in h.api.writes if w[0] == "PATCH"]
+
+
+def test_a_config_not_ready_is_reported_with_its_own_reason_and_message() -> None:
+    waiting = contract.Message.CONFIG_NOT_READY
+    assert config_not_ready_message(None) == waiting
+    assert config_not_ready_message({"status": {}}) == waiting
+    not_ready = {
+        "type": "Ready",
+        "status": "False",
+        "reason": "MaaSAPINotAvailable",
+        "message": "waiting for Deployment a/maas-api-t to become available: pod p: why",
+    }
+    assert config_not_ready_message({"status": {"conditions": [not_ready]}}) == (
+        f"{waiting}: MaaSAPINotAvailable: "
+        "waiting for Deployment a/maas-api-t to become available: pod p: why"
+    )
+    # A Ready config is not "not ready": no reason of its to repeat.
+    ready_cond = {**not_ready, "status": "True", "reason": "Reconciled"}
+    assert config_not_ready_message({"status": {"conditions": [ready_cond]}}) == waiting

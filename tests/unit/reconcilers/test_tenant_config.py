@@ -10,6 +10,7 @@ from typing import Any, cast
 import pytest
 import trustme
 from lightkube import AsyncClient
+from lightkube.resources.core_v1 import Pod
 
 from aitenant.errors import StepFailed
 from aitenant.platform import certs, kinds
@@ -23,6 +24,7 @@ from aitenant.reconcilers.tenant_config import (
     FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
+    pod_problem,
     rolled_out_with,
 )
 from aitenant.resources import AITenantView
@@ -276,3 +278,77 @@ async def test_a_transient_discovery_404_never_prunes_the_backend_tls_policy(
     assert failure.value.reason == "DependencyMissing"
     assert "HTTPRoute" in failure.value.message
     assert steps == []
+
+
+def pod(status: dict[str, Any]) -> Pod:
+    return cast(Pod, Pod.from_dict({"metadata": {"name": "maas-api-x-1"}, "status": status}))
+
+
+def container(state: dict[str, Any], last: dict[str, Any] | None = None) -> dict[str, Any]:
+    return {
+        "name": "maas-api",
+        "ready": False,
+        "restartCount": 4,
+        "image": "i",
+        "imageID": "",
+        "state": state,
+        "lastState": last or {},
+    }
+
+
+@pytest.mark.parametrize(
+    ("status", "expected"),
+    [
+        # A crash loop: the back-off message and the restart count change every restart, so
+        # they are left out (no status write per restart).
+        (
+            {
+                "containerStatuses": [
+                    container(
+                        {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                        {"terminated": {"exitCode": 1}},
+                    )
+                ]
+            },
+            "container maas-api CrashLoopBackOff, last exited with code 1",
+        ),
+        (
+            {
+                "containerStatuses": [
+                    container(
+                        {
+                            "waiting": {
+                                "reason": "ErrImageNeverPull",
+                                "message": "image not present",
+                            }
+                        }
+                    )
+                ]
+            },
+            "container maas-api ErrImageNeverPull (image not present)",
+        ),
+        (
+            {"containerStatuses": [container({"running": {}})]},
+            "container maas-api running, not ready (readiness probe)",
+        ),
+        (
+            {
+                "conditions": [
+                    {
+                        "type": "PodScheduled",
+                        "status": "False",
+                        "reason": "Unschedulable",
+                        "message": "0/1 nodes are available",
+                    }
+                ]
+            },
+            "not scheduled (Unschedulable: 0/1 nodes are available)",
+        ),
+        ({"containerStatuses": [{**container({"running": {}}), "ready": True}]}, None),
+        ({}, None),
+    ],
+)
+def test_pod_problem_names_what_holds_maas_api_back(
+    status: dict[str, Any], expected: str | None
+) -> None:
+    assert pod_problem(pod(status)) == expected
