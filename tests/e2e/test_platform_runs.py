@@ -156,7 +156,7 @@ async def start_controller(
 
     def route_revocations(app: App) -> None:
         reconciler: Any = getattr(app.aitenant_controller.reconcile, "__self__")  # noqa: B009
-        reconciler.finalize.revoker.transport = transport
+        reconciler.finalize.revocations.revoker.transport = transport
 
     running = RunningController(cluster, settings, prepare=route_revocations)
     await running.start()
