@@ -57,7 +57,8 @@ GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 SUBSCRIPTION_NS = "models-as-a-service"
 # The node's module (tests/harness/node.py) needs root, Debian's containerd, runc, CNI plugins
-# and nftables, and changes this machine's network for its run: opt-in with AITENANT_NODE=1.
+# and nftables, and changes this machine's network for its run: collected where AITENANT_NODE=1
+# (scripts/dev test sets it on the default Kubernetes).
 collect_ignore = [] if os.environ.get("AITENANT_NODE") == "1" else ["test_platform_runs.py"]
 # Verbs of aitenant_api_requests_total that write.
 WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
