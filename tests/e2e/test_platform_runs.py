@@ -1,6 +1,7 @@
 """The tenant platform really runs: a node with a kubelet (tests/harness/node.py).
 
-Collected where ``AITENANT_NODE=1``, as ``scripts/dev test`` sets it (root, Debian's containerd, runc, CNI plugins and nftables;
+Collected where ``AITENANT_NODE=1``, as ``scripts/dev test`` sets it
+(root, Debian's containerd, runc, CNI plugins and nftables;
 ``scripts/dev`` installs them). The module starts its own control plane with the controllers
 that make pods, and one node: nobody of ours writes a Deployment's status here, the
 deployment controller does, from what the kubelet reports. maas-api is the stand-in of

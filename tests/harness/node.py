@@ -1,6 +1,7 @@
 """One node for a ``LocalCluster``: kube-scheduler, containerd, a kubelet, CNI and kube-proxy.
 
-Run where ``AITENANT_NODE=1`` (``scripts/dev test`` sets it; tests/e2e/test_platform_runs.py). Needs root, Debian's
+Run where ``AITENANT_NODE=1`` (``scripts/dev test`` sets it;
+tests/e2e/test_platform_runs.py). Needs root, Debian's
 ``containerd``, ``runc``, ``containernetworking-plugins`` and ``nftables`` (``scripts/dev``
 installs them), and the node binaries of ``scripts/build-node.sh``.
 
