@@ -26,6 +26,8 @@ command -v go >/dev/null || { echo "build-control-plane: needs Go on PATH" >&2; 
 KUBE_BINARIES=(kube-apiserver kube-controller-manager kubectl)
 
 log() { echo "build-control-plane: $*" >&2; }
+# shellcheck source=scripts/kube-build.sh
+source scripts/kube-build.sh
 
 # Pebble is not a control-plane binary: it comes from our cache even with KUBEBUILDER_ASSETS.
 pebble_bin="$CACHE/pebble-$PEBBLE_VERSION/bin"
@@ -65,21 +67,8 @@ BIN="$CACHE/kubernetes-v$KUBE_VERSION-etcd-$ETCD_VERSION/bin"
 if have_all "$BIN" && [ -x "$BIN/pebble" ]; then echo "$BIN"; exit 0; fi
 mkdir -p "$BIN"
 
-# Without these the server reports v0.0.0-master and kubectl cannot parse its version.
-minor="${KUBE_VERSION#*.}"; minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean"
-done
-
-for b in "${KUBE_BINARIES[@]}"; do
-  [ -x "$BIN/$b" ] && continue
-  log "building $b v$KUBE_VERSION (kube-apiserver takes about 10 minutes on 2 cores, cold)"
-  (cd "$module" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
-    -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-  mv "$BIN/$b.tmp" "$BIN/$b"
-done
+have_all "$BIN" || log "building ${KUBE_BINARIES[*]} v$KUBE_VERSION as needed (kube-apiserver takes about 5 minutes on 2 cores, cold)"
+build_kube_binaries "$module" "$KUBE_VERSION" "$BIN" "${KUBE_BINARIES[@]}"
 
 if [ ! -x "$BIN/etcd" ]; then
   log "building etcd $ETCD_VERSION"

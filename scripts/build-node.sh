@@ -15,6 +15,8 @@ KUBE_VERSION="${AITENANT_KUBE_VERSION:-1.37.2}"
 CACHE="${AITENANT_CACHE:-$HOME/.cache/aitenant-k8s}"
 NODE_BINARIES=(kubelet kube-scheduler kube-proxy)
 log() { echo "build-node: $*" >&2; }
+# shellcheck source=scripts/kube-build.sh
+source scripts/kube-build.sh
 command -v go >/dev/null || { log "needs Go on PATH"; exit 1; }
 
 module="$PWD/tools/kubernetes/v$KUBE_VERSION"
@@ -22,20 +24,7 @@ module="$PWD/tools/kubernetes/v$KUBE_VERSION"
 BIN="$CACHE/kubernetes-node-v$KUBE_VERSION/bin"
 mkdir -p "$BIN"
 
-# The same version stamps as scripts/build-control-plane.sh: the kubelet reports its version
-# to the API server, which refuses a node newer than itself.
-minor="${KUBE_VERSION#*.}"; minor="${minor%%.*}"
-ldflags="-s -w"
-for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
-  ldflags+=" -X $pkg.gitVersion=v$KUBE_VERSION -X $pkg.gitMajor=1 -X $pkg.gitMinor=$minor"
-  ldflags+=" -X $pkg.gitTreeState=clean"
-done
-
-for b in "${NODE_BINARIES[@]}"; do
-  [ -x "$BIN/$b" ] && continue
-  log "building $b v$KUBE_VERSION (all three: about 70 s on 2 cores after the control plane)"
-  (cd "$module" && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "$ldflags" \
-    -o "$BIN/$b.tmp" "k8s.io/kubernetes/cmd/$b")
-  mv "$BIN/$b.tmp" "$BIN/$b"
-done
+have_all() { local b; for b in "${NODE_BINARIES[@]}"; do [ -x "$BIN/$b" ] || return 1; done; }
+have_all || log "building ${NODE_BINARIES[*]} v$KUBE_VERSION (all three: about 70 s on 2 cores after the control plane)"
+build_kube_binaries "$module" "$KUBE_VERSION" "$BIN" "${NODE_BINARIES[@]}"
 echo "$BIN"
