@@ -163,8 +163,9 @@ async def bind_controller_roles(
         )
 
 
-@pytest.fixture(scope="session")
-async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
+async def prepared_client(cluster: LocalCluster) -> AsyncClient:
+    """An admin client on a cluster made ready for the controller: the CRDs, its namespaces
+    and database Secret, and exactly the rights the charm grants, enforced."""
     client = client_for(cluster)
     await samples.install_crds(client)
     for ns in (AITENANT_NS, GATEWAY_NS, INFRA_NS):
@@ -172,6 +173,12 @@ async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
     await samples.ensure_db_secret(client, INFRA_NS)
     await bind_controller_roles(client)
     await binding_policy_enforced(cluster)
+    return client
+
+
+@pytest.fixture(scope="session")
+async def kube(cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
+    client = await prepared_client(cluster)
     yield client
     await client.close()
 

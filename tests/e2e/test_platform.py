@@ -99,6 +99,16 @@ async def get_config(kube: AsyncClient, tenant: str) -> dict[str, Any]:
     return dict(await kube.get(MaasTenantConfig, CONFIG, namespace=f"ai-tenant-{tenant}"))
 
 
+async def config_with_reason(kube: AsyncClient, tenant: str, reason: str) -> dict[str, Any]:
+    """The tenant's config once its Ready condition has ``reason``."""
+
+    async def reported() -> dict[str, Any] | None:
+        config = await get_config(kube, tenant)
+        return config if ready(config).get("reason") == reason else None
+
+    return await eventually(reported)
+
+
 def reconciler_of(controller: RunningController) -> TenantConfigReconciler:
     assert controller.app is not None
     bound: Any = controller.app.config_controller.reconcile
@@ -210,11 +220,7 @@ async def test_config_is_ready_only_once_maas_api_is_available(
     try:
         await make_tenant(kube, name)
 
-        async def waiting() -> dict[str, Any] | None:
-            config = await get_config(kube, name)
-            return config if ready(config).get("reason") == "MaaSAPINotAvailable" else None
-
-        config = await eventually(waiting)
+        config = await config_with_reason(kube, name, "MaaSAPINotAvailable")
         assert config["status"]["phase"] == "Pending"
         assert ready(config)["status"] == "False"
         assert ready(config)["message"] == (
@@ -647,11 +653,7 @@ async def test_missing_db_secret_is_reported(
     try:
         await make_tenant(kube, name)
 
-        async def reported() -> dict[str, Any] | None:
-            config = await get_config(kube, name)
-            return config if ready(config).get("reason") == "DependencyMissing" else None
-
-        config = await eventually(reported)
+        config = await config_with_reason(kube, name, "DependencyMissing")
         assert ready(config)["message"] == (
             f"Secret {INFRA_NS}/maas-db-config not found: maas-api reads DB_CONNECTION_URL "
             "from it (--maas-api-db-secret)"
@@ -695,11 +697,7 @@ async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritt
     )
     await make_tenant(kube, name)
 
-    async def refused() -> dict[str, Any] | None:
-        config = await get_config(kube, name)
-        return config if ready(config).get("reason") == "ApplyFailed" else None
-
-    message = ready(await eventually(refused))["message"]
+    message = ready(await config_with_reason(kube, name, "ApplyFailed"))["message"]
     assert f"Deployment {INFRA_NS}/{deployment}" in message
     assert "made by maas-controller" in message
     assert "field is immutable" in message

@@ -47,11 +47,10 @@ from .conftest import (
     TENANT_ADMIN_USER,
     Names,
     RunningController,
-    bind_controller_roles,
-    client_for,
     eventually,
     get_tenant,
     make_tenant,
+    prepared_client,
     ready,
     wait_phase,
 )
@@ -113,12 +112,7 @@ def node_cluster() -> Iterator[LocalCluster]:
 
 @pytest.fixture(scope="module")
 async def node_kube(node_cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
-    client = client_for(node_cluster)
-    await samples.install_crds(client)
-    for ns in (AITENANT_NS, GATEWAY_NS, INFRA_NS):
-        await samples.ensure_namespace(client, ns)
-    await samples.ensure_db_secret(client, INFRA_NS)
-    await bind_controller_roles(client)
+    client = await prepared_client(node_cluster)
     yield client
     await client.close()
 

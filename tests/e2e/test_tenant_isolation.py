@@ -41,7 +41,15 @@ from .conftest import (
     ready,
     wait_phase,
 )
-from .test_platform import SCOPES, absent, expected_platform, get, get_config, platform_of
+from .test_platform import (
+    SCOPES,
+    absent,
+    config_with_reason,
+    expected_platform,
+    get,
+    get_config,
+    platform_of,
+)
 
 pytestmark = pytest.mark.e2e
 
@@ -197,11 +205,7 @@ async def test_a_config_in_a_namespace_no_aitenant_owns_renders_nothing(
     }
     await kube.create(MaasTenantConfig.from_dict(body))
 
-    async def refused() -> dict[str, Any] | None:
-        condition = ready(dict(await kube.get(MaasTenantConfig, CONFIG, namespace=tns)))
-        return condition if condition.get("reason") == "InvalidTenantConfig" else None
-
-    condition = await eventually(refused)
+    condition = ready(await config_with_reason(kube, ghost, "InvalidTenantConfig"))
     assert condition["message"] == (
         f"MaasTenantConfig {tns}/{CONFIG} belongs to no AITenant: expected AITenant "
         f"{AITENANT_NS}/{ghost} with status.tenantNamespace={tns}"
@@ -223,11 +227,7 @@ async def test_replicas_out_of_bounds_are_refused_not_applied(
     annotation = contract.ANNOTATION_MAAS_API_REPLICAS
     await patch_config(tenant_admin, name, {"annotations": {annotation: "500"}})
 
-    async def refused() -> dict[str, Any] | None:
-        condition = ready(await get_config(kube, name))
-        return condition if condition.get("reason") == "InvalidTenantConfig" else None
-
-    condition = await eventually(refused)
+    condition = ready(await config_with_reason(kube, name, "InvalidTenantConfig"))
     assert condition["message"] == (
         f'annotation {annotation}="500" is not a whole number from 1 to 100'
     )
@@ -302,11 +302,7 @@ async def test_an_object_of_another_tenant_is_never_taken_over(
     )
     await make_tenant(kube, name)
 
-    async def refused() -> dict[str, Any] | None:
-        condition = ready(await get_config(kube, name))
-        return condition if condition.get("reason") == "ApplyFailed" else None
-
-    condition = await eventually(refused)
+    condition = ready(await config_with_reason(kube, name, "ApplyFailed"))
     assert condition["message"] == (
         f"Service {INFRA_NS}/{service} belongs to tenant {owner} "
         f"({contract.LABEL_TENANT_NAMESPACE}=ai-tenant-{owner}) and is not taken over"

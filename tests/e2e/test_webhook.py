@@ -39,9 +39,11 @@ def as_vwc(body: dict[str, Any]) -> ValidatingWebhookConfiguration:
     return cast(ValidatingWebhookConfiguration, ValidatingWebhookConfiguration.from_dict(body))
 
 
-async def register(kube: AsyncClient, tls: WebhookTLS, port: int | None = None) -> None:
+async def register(
+    kube: AsyncClient, tls: WebhookTLS, port: int | None = None, name: str = CONFIG_NAME
+) -> None:
     body = render_webhook_configuration(
-        name=CONFIG_NAME,
+        name=name,
         ca_bundle_pem=tls.ca.cert_pem.bytes(),
         url=f"https://127.0.0.1:{port or tls.port}{contract.WEBHOOK_PATH}",
     )

@@ -14,15 +14,14 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import pytest
-from lightkube import ApiError, AsyncClient
+from lightkube import AsyncClient
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant.webhook.config import render_webhook_configuration
 from tests.harness import samples
 from tests.harness.bench import wait_listening
 from tests.harness.cluster import LocalCluster, free_port
@@ -36,8 +35,8 @@ from .conftest import (
     RunningController,
     WebhookTLS,
     controller_kubeconfig,
-    eventually,
 )
+from .test_webhook import register, until_webhook_answers
 
 pytestmark = pytest.mark.e2e
 
@@ -102,26 +101,6 @@ async def controller_process(
         await controller.start()
 
 
-async def register(kube: AsyncClient, tls: WebhookTLS, port: int, probe: str) -> None:
-    body = render_webhook_configuration(
-        name=CONFIG_NAME,
-        ca_bundle_pem=tls.ca.cert_pem.bytes(),
-        url=f"https://127.0.0.1:{port}{contract.WEBHOOK_PATH}",
-    )
-    vwc = cast(ValidatingWebhookConfiguration, ValidatingWebhookConfiguration.from_dict(body))
-    await kube.apply(vwc, field_manager="aitenant-tests", force=True)
-
-    async def active() -> bool:  # a misplaced create is refused by this webhook
-        try:
-            await samples.create_aitenant(kube, samples.aitenant(probe, "default"))
-        except ApiError as exc:
-            return "admission webhook" in (exc.status.message or "")
-        await kube.delete(AITenant, probe, namespace="default")
-        return False
-
-    await eventually(active, timeout=20, interval=0.2)
-
-
 async def stall(port: int, tls: ssl.SSLContext, sent_headers: asyncio.Event) -> float | None:
     """Send a webhook request's headers and all but one byte of its body, as fast as the server
     takes them, then stall; seconds from the headers until the server closed the connection
@@ -164,7 +143,8 @@ async def test_held_connections_neither_exhaust_memory_nor_block_admission(
     unique: Names,
 ) -> None:
     port = controller_process.port
-    await register(kube, webhook_tls, port, unique("probe"))
+    await register(kube, webhook_tls, port, name=CONFIG_NAME)
+    await until_webhook_answers(kube, unique("probe"))
     try:
         client_tls = ssl.create_default_context(cadata=webhook_tls.ca.cert_pem.bytes().decode())
         baseline = controller_process.rss_mib()
