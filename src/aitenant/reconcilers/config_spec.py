@@ -15,13 +15,18 @@ from aitenant.resources import AITenantView, Obj, annotations_of, labels_of
 Reason = contract.ConfigReason
 
 
+# The labels of a config that say whose it is (of those its owner stamps, ``tenant_labels``).
+IDENTITY_LABELS = (
+    contract.LABEL_MANAGED_BY_AITENANT,
+    contract.LABEL_TENANT_NAME,
+    contract.LABEL_TENANT_NAMESPACE,
+)
+
+
 def owner_labels(owner: AITenantView, tenant_namespace: str) -> dict[str, str]:
-    """The labels of a config that say whose it is, as its owner stamps them."""
-    return {
-        contract.LABEL_MANAGED_BY_AITENANT: "true",
-        contract.LABEL_TENANT_NAME: owner.name,
-        contract.LABEL_TENANT_NAMESPACE: tenant_namespace,
-    }
+    """The identity labels as ``owner`` stamps them on its config."""
+    stamped = ownership.tenant_labels(owner.name, tenant_namespace)
+    return {key: stamped[key] for key in IDENTITY_LABELS}
 
 
 def check_identity(config: Obj, owner: AITenantView) -> str:
