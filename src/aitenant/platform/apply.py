@@ -89,7 +89,8 @@ class OtherTenantsObject(ApplyError):
 
 
 def tenant_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
-    """(tenant name, tenant namespace) of a platform object's tracking labels, if it has any."""
+    """(tenant name, tenant namespace) of a platform object's tracking labels, if it has any
+    (either may be empty: one label alone still names someone)."""
     labels = (obj.get("metadata") or {}).get("labels") or {}
     name: str = labels.get(contract.LABEL_TENANT_NAME) or ""
     namespace: str = labels.get(contract.LABEL_TENANT_NAMESPACE) or ""

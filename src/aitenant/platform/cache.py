@@ -23,7 +23,7 @@ from lightkube import AsyncClient
 
 from aitenant import contract
 from aitenant.platform import kinds
-from aitenant.platform.apply import UNKNOWN, get_dict_or_none
+from aitenant.platform.apply import UNKNOWN, get_dict_or_none, tenant_of
 from aitenant.platform.kinds import Kind
 from aitenant.runtime.informer import Handler, Informer
 
@@ -38,10 +38,8 @@ def tenant_index_value(tenant_namespace: str, tenant: str) -> str:
 
 
 def _tenant_of(obj: Obj) -> list[str]:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    name = labels.get(contract.LABEL_TENANT_NAME)
-    namespace = labels.get(contract.LABEL_TENANT_NAMESPACE)
-    return [tenant_index_value(namespace, name)] if name and namespace else []
+    owner = tenant_of(obj)
+    return [tenant_index_value(owner[1], owner[0])] if owner and all(owner) else []
 
 
 class PlatformCache:

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from aitenant import contract, naming
+from aitenant.platform.apply import tenant_of
 from aitenant.reconcilers import conditions
 from aitenant.resources import Obj, annotations_of, labels_of
 from aitenant.runtime.controller import Key
@@ -182,11 +183,10 @@ def platform_context_changed(old: Obj | None, new: Obj) -> bool:
 
 def tracked_config_key(obj: Obj) -> Key | None:
     """The config that rendered a platform object, from its tracking labels."""
-    labels = labels_of(obj)
-    namespace = labels.get(contract.LABEL_TENANT_NAMESPACE)
-    if not namespace or not labels.get(contract.LABEL_TENANT_NAME):
+    owner = tenant_of(obj)
+    if not owner or not all(owner):
         return None
-    return config_key_for(namespace)
+    return config_key_for(owner[1])
 
 
 # -- handlers: informer events → queued keys -------------------------------------------------
