@@ -112,9 +112,13 @@ class ForeignObject(ApplyError):
 
 
 def managers_of(obj: Mapping[str, Any]) -> list[str]:
-    """The field managers that wrote ``obj`` (its managedFields), sorted."""
+    """The field managers that wrote ``obj`` (its managedFields), sorted; not those that only
+    report its status (the deployment controller on every Deployment a kubelet runs), which
+    made nothing."""
     entries = (obj.get("metadata") or {}).get("managedFields") or []
-    return sorted({entry.get("manager") or "?" for entry in entries})
+    return sorted(
+        {entry.get("manager") or "?" for entry in entries if entry.get("subresource") != "status"}
+    )
 
 
 def carries_labels(obj: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:

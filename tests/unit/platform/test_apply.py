@@ -5,7 +5,7 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from aitenant.platform.apply import covers, is_unmanaged
+from aitenant.platform.apply import covers, is_unmanaged, managers_of
 
 DESIRED: dict[str, Any] = {
     "apiVersion": "apps/v1",
@@ -234,3 +234,23 @@ async def test_an_unseen_object_of_another_tenant_is_never_forced() -> None:
     assert report.writes == 1
     assert [s.verb for s in adopt.sent] == ["PATCH", "GET", "PATCH"]
     assert [s.params.get("force") for s in adopt.sent if s.verb == "PATCH"] == [None, "true"]
+
+
+def test_who_made_an_object_leaves_out_those_that_only_report_its_status() -> None:
+    # A Deployment another controller made, once a kubelet runs it: the deployment controller
+    # has written its status, nothing else.
+    deployment = {
+        "metadata": {
+            "managedFields": [
+                {"manager": "maas-controller", "operation": "Apply"},
+                {
+                    "manager": "kube-controller-manager",
+                    "operation": "Update",
+                    "subresource": "status",
+                },
+                {"manager": "kubectl-edit", "operation": "Update"},
+            ]
+        }
+    }
+    assert managers_of(deployment) == ["kubectl-edit", "maas-controller"]
+    assert managers_of({"metadata": {}}) == []
