@@ -8,7 +8,10 @@ A call may wait ``attempts`` times ``timeout`` on a maas-api that accepts connec
 answers, so it never holds a reconcile worker: ``Revocations`` runs each tenant's revocation
 as a task of its own (at most ``CONCURRENT_REVOCATIONS`` calls at once); a pass waits for it
 only ``REVOCATION_GRACE`` seconds (a maas-api that answers does so well within it), and
-otherwise ends and a later pass, woken when the task ends, reads its outcome.
+otherwise ends and a later pass, woken when the task ends, reads its outcome. After a failure
+the next call waits its own backoff (``RETRY_AFTER_FAILURE``, doubling to
+``MAX_RETRY_AFTER_FAILURE``): the passes in between, requeued and woken at its end, do not
+reset it as they would the controller's.
 """
 
 from __future__ import annotations
@@ -29,6 +32,9 @@ log = logging.getLogger(__name__)
 # Calls to maas-api at once; more tenants being deleted wait for a turn, no worker does.
 CONCURRENT_REVOCATIONS: Final = 16
 REVOCATION_GRACE: Final = 0.25
+# Seconds before a tenant's revocation is called again after it failed, doubling per failure.
+RETRY_AFTER_FAILURE: Final = 1.0
+MAX_RETRY_AFTER_FAILURE: Final = 60.0
 
 
 class RevocationError(Exception):
@@ -102,11 +108,20 @@ class Revocations:
     tenant is reconciled at once rather than at its next requeue.
     """
 
-    def __init__(self, revoker: KeyRevoker, *, concurrency: int = CONCURRENT_REVOCATIONS) -> None:
+    def __init__(
+        self,
+        revoker: KeyRevoker,
+        *,
+        concurrency: int = CONCURRENT_REVOCATIONS,
+        retry_after_failure: float = RETRY_AFTER_FAILURE,
+    ) -> None:
         self.revoker = revoker
         self.wake: Callable[[str, str], None] | None = None
+        self.retry_after_failure = retry_after_failure
         self._turns = asyncio.Semaphore(concurrency)
         self._tasks: dict[RevocationKey, asyncio.Task[int]] = {}
+        # Failures in a row and the loop time before which no new call is made.
+        self._failed: dict[RevocationKey, tuple[int, float]] = {}
 
     async def outcome(
         self, key: RevocationKey, grace: float = REVOCATION_GRACE
@@ -115,6 +130,8 @@ class Revocations:
         it was not running) after waiting for it at most ``grace`` seconds."""
         task = self._tasks.get(key)
         if task is None:
+            if self._backing_off(key):
+                return None
             task = asyncio.create_task(self._revoke(key), name=f"revoke {key[0]}/{key[1]}")
             self._tasks[key] = task
             await asyncio.wait({task}, timeout=grace)
@@ -124,18 +141,35 @@ class Revocations:
             return None
         del self._tasks[key]
         if task.cancelled():
-            return RevocationError(f"API key revocation via DELETE {key[3]} was cancelled")
+            return self._failure(key, f"API key revocation via DELETE {key[3]} was cancelled")
         error = task.exception()
         if error is None:
+            self._failed.pop(key, None)
             return task.result()
         if isinstance(error, RevocationError):
-            return error
-        return RevocationError(f"API key revocation via DELETE {key[3]} failed: {error!r}")
+            return self._failure(key, str(error))
+        return self._failure(key, f"API key revocation via DELETE {key[3]} failed: {error!r}")
+
+    def _failure(self, key: RevocationKey, message: str) -> RevocationError:
+        """Record a failure: the next call waits a backoff, and the tenant is woken then."""
+        failures = self._failed.get(key, (0, 0.0))[0] + 1
+        delay = min(self.retry_after_failure * 2 ** (failures - 1), MAX_RETRY_AFTER_FAILURE)
+        loop = asyncio.get_running_loop()
+        self._failed[key] = (failures, loop.time() + delay)
+        if delay > 0:
+            loop.call_later(delay, self._woken_after_backoff, key)
+        return RevocationError(message)
+
+    def _backing_off(self, key: RevocationKey) -> bool:
+        failed = self._failed.get(key)
+        return failed is not None and asyncio.get_running_loop().time() < failed[1]
 
     def forget(self, namespace: str, name: str) -> None:
         """Drop (cancelling if running) every revocation of that tenant: it is gone."""
         for key in [k for k in self._tasks if k[:2] == (namespace, name)]:
             self._tasks.pop(key).cancel()
+        for key in [k for k in self._failed if k[:2] == (namespace, name)]:
+            del self._failed[key]
 
     def running(self) -> int:
         return sum(1 for task in self._tasks.values() if not task.done())
@@ -144,8 +178,16 @@ class Revocations:
         async with self._turns:
             return await self.revoker.revoke(key[3])
 
+    def _woken_after_backoff(self, key: RevocationKey) -> None:
+        if key in self._failed and key not in self._tasks:
+            self._wake(key)
+
     def _woken(self, key: RevocationKey) -> None:
-        if self.wake is None or key not in self._tasks:
+        if key in self._tasks:
+            self._wake(key)
+
+    def _wake(self, key: RevocationKey) -> None:
+        if self.wake is None:
             return
         # The controller may have stopped meanwhile; the outcome then waits for the next start.
         with contextlib.suppress(Exception):
