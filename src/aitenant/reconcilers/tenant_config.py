@@ -44,8 +44,11 @@ serving certificates are ``platform.certs``'s, finding and pruning the tenant's 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
+import json
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -163,6 +166,32 @@ def deployment_available(obj: Obj | None) -> bool:
     )
 
 
+# What a crashed container said last is cut to this many characters in a condition.
+LAST_WORDS_MAX = 200
+# A word of a timestamp a log line starts with: 2026/12/04, 17:40:00, 2026-12-04T17:40:01.1Z.
+TIMESTAMP_WORD = re.compile(r"\d[\d/:.,TZ+-]*")
+
+
+def last_words(message: str | None) -> str:
+    """The last line a crashed container logged (the kubelet keeps its log's tail as the
+    termination message: ``FallbackToLogsOnError``, docs/platform.md §1), without a leading
+    timestamp, so the same failure reads the same at every restart. A JSON log line gives
+    its ``error`` or ``msg``."""
+    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
+    if not lines:
+        return ""
+    line = lines[-1]
+    if line.startswith("{"):
+        with contextlib.suppress(ValueError, AttributeError):
+            entry = json.loads(line)
+            line = " ".join(str(entry[k]) for k in ("msg", "error") if entry.get(k)) or line
+    words = line.split()
+    while words and TIMESTAMP_WORD.fullmatch(words[0]):
+        words.pop(0)
+    said = " ".join(words)
+    return said if len(said) <= LAST_WORDS_MAX else said[: LAST_WORDS_MAX - 1] + "…"
+
+
 def pod_problem(pod: Pod) -> str | None:
     """Why a pod is not ready, without what changes at every restart (counts, back-off
     times), so a crash loop does not rewrite the status at every pass."""
@@ -177,7 +206,10 @@ def pod_problem(pod: Pod) -> str | None:
             continue
         state, last = container.state, container.lastState
         ended = last.terminated if last is not None else None
-        exited = f", last exited with code {ended.exitCode}" if ended is not None else ""
+        exited = ""
+        if ended is not None:
+            said = last_words(ended.message)
+            exited = f", last exited with code {ended.exitCode}" + (f": {said}" if said else "")
         if state is not None and state.waiting is not None:
             waiting = state.waiting
             detail = (
@@ -187,7 +219,10 @@ def pod_problem(pod: Pod) -> str | None:
             )
             return f"container {container.name} {waiting.reason}{detail}{exited}"
         if state is not None and state.terminated is not None:
-            return f"container {container.name} exited with code {state.terminated.exitCode}"
+            said = last_words(state.terminated.message)
+            return f"container {container.name} exited with code {state.terminated.exitCode}" + (
+                f": {said}" if said else ""
+            )
         if state is not None and state.running is not None:
             return f"container {container.name} running, not ready (readiness probe)"
     return None

@@ -24,6 +24,7 @@ from aitenant.reconcilers.tenant_config import (
     FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
+    last_words,
     pod_problem,
     rolled_out_with,
 )
@@ -297,6 +298,23 @@ def container(state: dict[str, Any], last: dict[str, Any] | None = None) -> dict
 
 
 @pytest.mark.parametrize(
+    ("message", "expected"),
+    [
+        (None, ""),
+        ("\n\n", ""),
+        ("2026-12-04T17:40:01.123Z\tERROR\tno database", "ERROR no database"),
+        (
+            '{"level":"error","ts":1733333,"msg":"exiting","error":"no gateway"}',
+            "exiting no gateway",
+        ),
+        ("x" * 300, "x" * 199 + "…"),
+    ],
+)
+def test_last_words_of_a_crashed_container(message: str | None, expected: str) -> None:
+    assert last_words(message) == expected
+
+
+@pytest.mark.parametrize(
     ("status", "expected"),
     [
         # A crash loop: the back-off message and the restart count change every restart, so
@@ -311,6 +329,25 @@ def container(state: dict[str, Any], last: dict[str, Any] | None = None) -> dict
                 ]
             },
             "container maas-api CrashLoopBackOff, last exited with code 1",
+        ),
+        # What it logged last (FallbackToLogsOnError), the same at every restart.
+        (
+            {
+                "containerStatuses": [
+                    container(
+                        {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                        {
+                            "terminated": {
+                                "exitCode": 1,
+                                "message": "2026/12/04 17:40:00 starting\n"
+                                "2026/12/04 17:40:01 gateway service not found\n",
+                            }
+                        },
+                    )
+                ]
+            },
+            "container maas-api CrashLoopBackOff, last exited with code 1: "
+            "gateway service not found",
         ),
         (
             {
