@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import datetime as dt
 import re
 import time
@@ -25,6 +24,7 @@ from tests.harness.chaos import ControllerProcess, controller_args, run_scenario
 from tests.harness.cluster import ADMIN_TOKEN, LocalCluster
 from tests.harness.faults import FaultPlan, FaultProxy
 from tests.harness.maas_api import FakeMaasApi
+from tests.harness.node import cluster_with_node
 
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
 LOG_LINE = re.compile(r"^(\S+ \S+) \S+ aitenant\.reconcilers\.aitenant: aitenant (\S+):")
@@ -110,7 +110,7 @@ async def _safe(fn):  # type: ignore[no-untyped-def]
 
 
 async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
-    with LocalCluster(audit=True) as cluster:
+    with cluster_with_node(audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
         await samples.install_crds(client)
@@ -121,7 +121,6 @@ async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
             await prepare(client, INFRA_NS)
         maas_api = FakeMaasApi(cluster.workdir / "maas-api")
         await maas_api.start()
-        readiness = samples.platform_readiness(client)
         common = {
             "client": client,
             "maas_api": maas_api,
@@ -159,9 +158,6 @@ async def run(tenants: int, outage: float, scenarios: set[int]) -> None:
                     controller.stop()
                 print(report.line(), flush=True)
         finally:
-            readiness.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await readiness
             await maas_api.stop()
             await client.close()
 

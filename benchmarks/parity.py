@@ -29,8 +29,8 @@ from typing import Any
 from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
 from tests.harness import audit, peer, samples
-from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
+from tests.harness.node import cluster_with_node
 
 from aitenant.resources import AITenant, MaasTenantConfig
 
@@ -120,7 +120,7 @@ async def wait_until(client: AsyncClient, done: Any, timeout: float = SETTLE_S) 
 
 async def collect(name: str, command: str, peer_crds: Path | None) -> dict[str, Any]:
     """Run one controller through the inputs on a fresh control plane; its objects and Events."""
-    with LocalCluster(extra_users=[peer.CONTROLLER_USER], audit=True) as cluster:
+    with cluster_with_node(extra_users=[peer.CONTROLLER_USER], audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="parity")
         await peer.prepare(client, cluster.workdir, peer_crds)
@@ -132,7 +132,6 @@ async def collect(name: str, command: str, peer_crds: Path | None) -> dict[str, 
             cluster.kubeconfig_for(peer.CONTROLLER_USER),
             cluster.workdir,
         )
-        marker = asyncio.create_task(peer.DeploymentAvailability(client).run())
         await peer.port_free(peer.PEER_WEBHOOK_PORT, 600)  # another peer run on this machine
         started = time.monotonic()
         controller.start()
@@ -162,7 +161,6 @@ async def collect(name: str, command: str, peer_crds: Path | None) -> dict[str, 
             return {"objects": objects, "events": events}
         finally:
             controller.stop()
-            marker.cancel()
             await maas_api.stop()
             await client.close()
 

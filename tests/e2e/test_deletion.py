@@ -219,7 +219,7 @@ async def test_revocations_hanging_on_maas_api_do_not_hold_the_workers(
     for name in names:
         await make_tenant(kube, name)
     for name in names:
-        await wait_phase(kube, name, "Active", timeout=30)
+        await wait_phase(kube, name, "Active")
     loop = asyncio.get_running_loop()
     maas_api.hold(names)
     try:
@@ -229,7 +229,7 @@ async def test_revocations_hanging_on_maas_api_do_not_hold_the_workers(
         fresh = unique("fresh")
         started = loop.time()
         await make_tenant(kube, fresh)
-        await wait_phase(kube, fresh, "Active", timeout=30)
+        await wait_phase(kube, fresh, "Active")
         to_active = loop.time() - started
         print(f"\nnew tenant Active {to_active:.2f} s after its create, 16 revocations hanging")
         assert to_active < 10

@@ -15,7 +15,7 @@ import pytest
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
-from tests.harness import samples
+from tests.harness import images, samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi
 
@@ -57,6 +57,7 @@ class Replica:
                     f"--leader-elect-renew-deadline={RENEW}s",
                     f"--leader-elect-retry-period={RETRY}s",
                     "--log-level=info",
+                    *images.controller_flags(),
                 ],
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -114,7 +115,7 @@ async def test_leader_failover_after_sigkill(
     first = unique("led")
     await samples.create_gateway(kube, samples.gateway(first, GATEWAY_NS))
     await samples.create_aitenant(kube, samples.aitenant(first, AITENANT_NS))
-    await wait_phase(kube, first, "Active", timeout=20)
+    await wait_phase(kube, first, "Active")
     assert leader.reconciled(first)
     assert not standby.reconciled(first), "a standby replica must not reconcile"
 
@@ -129,5 +130,5 @@ async def test_leader_failover_after_sigkill(
     second = unique("failover")
     await samples.create_gateway(kube, samples.gateway(second, GATEWAY_NS))
     await samples.create_aitenant(kube, samples.aitenant(second, AITENANT_NS))
-    await wait_phase(kube, second, "Active", timeout=20)
+    await wait_phase(kube, second, "Active")
     assert standby.reconciled(second)

@@ -35,6 +35,7 @@ from aitenant.resources import AITenant
 from tests.harness import audit, peer, samples
 from tests.harness.cluster import LocalCluster, User
 from tests.harness.maas_api import FakeMaasApi
+from tests.harness.node import cluster_with_node
 
 pytestmark = pytest.mark.e2e
 
@@ -122,7 +123,7 @@ class PeerCluster:
 
 @pytest.fixture(scope="module")
 def peer_cluster_control_plane() -> Iterator[LocalCluster]:
-    with LocalCluster(extra_users=[OURS, PEER, FENCED], audit=True) as cluster:
+    with cluster_with_node(extra_users=[OURS, PEER, FENCED], audit=True) as cluster:
         yield cluster
 
 
@@ -134,11 +135,9 @@ async def peer_cluster(peer_cluster_control_plane: LocalCluster) -> AsyncIterato
     await peer.prepare(client, cluster.workdir, PEER_CRDS)
     maas_api = FakeMaasApi(cluster.workdir / "maas-api")
     await maas_api.start()
-    marker = asyncio.create_task(peer.DeploymentAvailability(client).run())
     try:
         yield PeerCluster(cluster, client, maas_api)
     finally:
-        marker.cancel()
         await maas_api.stop()
         await client.close()
 

@@ -1,8 +1,7 @@
-"""The tenant platform on a real API server (docs/differences.md D5, D6, D9; docs/contract.md
-§3.6, §5.4).
-
-No kubelet runs here: the session's ``availability`` fixture marks each maas-api Deployment
-Available the way the deployment controller would, unless a test holds its tenant back.
+"""The tenant platform on a real API server and node (docs/differences.md D5, D6, D9;
+docs/contract.md §3.6, §5.4): each maas-api Deployment's availability is the deployment
+controller's, from what the kubelet reports (tests/e2e/test_platform_runs.py looks at the pods
+themselves).
 """
 
 from __future__ import annotations
@@ -10,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
-from pathlib import Path
 from typing import Any, cast
 
 import pytest
@@ -33,12 +31,14 @@ from .conftest import (
     CONTROLLER_USER,
     GATEWAY_NS,
     INFRA_NS,
+    PHASE_TIMEOUT,
     WRITE_VERBS,
     Names,
     RunningController,
     e2e_settings,
     eventually,
     make_tenant,
+    node_cordoned,
     ready,
     wait_phase,
 )
@@ -210,96 +210,43 @@ async def test_platform_is_rendered_and_the_config_reports_ready(
 
 
 async def test_config_is_ready_only_once_maas_api_is_available(
-    kube: AsyncClient,
-    controller: RunningController,
-    availability: samples.DeploymentAvailability,
-    unique: Names,
+    kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
     name = unique("waiting")
-    availability.held.add(name)
-    try:
+    deployment = f"maas-api-{name}"
+    async with node_cordoned(kube):  # the maas-api pod cannot be placed meanwhile
         await make_tenant(kube, name)
 
         config = await config_with_reason(kube, name, "MaaSAPINotAvailable")
         assert config["status"]["phase"] == "Pending"
         assert ready(config)["status"] == "False"
-        assert ready(config)["message"] == (
-            f"waiting for Deployment {INFRA_NS}/maas-api-{name} to become available"
-        )
+        waiting = f"waiting for Deployment {INFRA_NS}/{deployment} to become available"
+        assert ready(config)["message"].startswith(waiting)
+
+        async def says_unscheduled() -> bool:
+            message = ready(await get_config(kube, name))["message"]
+            return message.startswith(f"{waiting}: pod {deployment}-") and (
+                "not scheduled (Unschedulable: " in message
+            )
+
+        await eventually(says_unscheduled, timeout=PHASE_TIMEOUT)
         await wait_phase(kube, name, "Pending", "TenantConfigNotReady")
-        # A pass while the Deployment is held keeps waiting (and looks again in 30 s).
+        # A pass while the Deployment is unavailable keeps waiting (and looks again in 30 s).
         assert controller.app is not None
         key = Key(f"ai-tenant-{name}", CONFIG)
         assert await controller.app.config_controller.process(key) == RequeueAfter(30)
         assert (await get_config(kube, name))["status"]["phase"] == "Pending"
-    finally:
-        loop = asyncio.get_running_loop()
-        released = loop.time()
-        await availability.release(name)
+    loop = asyncio.get_running_loop()
+
+    async def available() -> float | None:
+        obj = await get(kube, kinds.DEPLOYMENT, deployment, INFRA_NS)
+        return loop.time() if samples.is_available(obj) else None
+
+    # The deployment controller reports it once the kubelet runs the pod and it is Ready.
+    became_available = await eventually(available, timeout=PHASE_TIMEOUT, interval=0.05)
     await wait_phase(kube, name, "Active")
     # Noticed through the Deployment watch, not a periodic requeue (30 s).
-    assert loop.time() - released < 5
-
-
-async def test_a_ca_change_keeps_the_gateway_trusting_the_old_ca_until_maas_api_rolled_out(
-    tmp_path: Path,
-    cluster: LocalCluster,
-    kube: AsyncClient,
-    controller: RunningController,
-    maas_api: FakeMaasApi,
-    availability: samples.DeploymentAvailability,
-    unique: Names,
-) -> None:
-    """The charm rotates the maas-api CA: the serving certificate is reissued from the new CA
-    at once, and the Gateway's CA bundle (docs/platform.md §12) holds old and new until the
-    maas-api Deployment has rolled out the new certificate, then the new CA alone."""
-    name = unique("ca-change")
-    ca_file, ca_key_file = samples.write_ca(tmp_path / "ca")
-    settings = e2e_settings(maas_api, maas_api_ca_file=ca_file, maas_api_ca_key_file=ca_key_file)
-    bundle_name = f"maas-api-{name}-backend-ca"
-
-    async def bundle() -> list[x509.Certificate]:
-        configmap = await get(kube, kinds.CONFIG_MAP, bundle_name, INFRA_NS)
-        return x509.load_pem_x509_certificates(configmap["data"]["ca.crt"].encode())
-
-    await controller.stop()
-    own = RunningController(cluster, settings)
-    await own.start()
-    try:
-        await make_tenant(kube, name)
-        await wait_phase(kube, name, "Active")
-        old_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
-        assert await bundle() == [old_ca]
-
-        # The rotation: new CA files; the pods are held on the old certificate meanwhile.
-        await own.stop()
-        availability.held.add(name)
-        samples.write_ca(tmp_path / "ca")
-        new_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
-        await own.start()
-
-        async def reissued() -> bool:
-            secret = await get(kube, kinds.SECRET, f"maas-api-{name}-serving-cert", INFRA_NS)
-            cert = x509.load_pem_x509_certificate(base64.b64decode(secret["data"]["tls.crt"]))
-            cert.verify_directly_issued_by(new_ca)
-            return True
-
-        async def trusted(*cas: x509.Certificate) -> bool:
-            return await bundle() == list(cas)
-
-        await eventually(reissued)
-        await eventually(lambda: trusted(new_ca, old_ca))
-        # Still rolling out a moment later: nothing dropped.
-        await asyncio.sleep(1)
-        assert await bundle() == [new_ca, old_ca]
-
-        await availability.release(name)
-        await eventually(lambda: trusted(new_ca))
-        await wait_phase(kube, name, "Active")
-    finally:
-        availability.held.discard(name)
-        await own.stop()
-        await controller.start()
+    assert loop.time() - became_available < 5
 
 
 async def test_user_edit_of_the_deployment_is_reverted(

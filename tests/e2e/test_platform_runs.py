@@ -1,11 +1,7 @@
-"""The tenant platform really runs: a node with a kubelet (tests/harness/node.py).
-
-Collected where ``AITENANT_NODE=1``, as ``scripts/dev test`` sets it
-(root, Debian's containerd, runc, CNI plugins and nftables;
-``scripts/dev`` installs them). The module starts its own control plane with the controllers
-that make pods, and one node: nobody of ours writes a Deployment's status here, the
-deployment controller does, from what the kubelet reports. maas-api is the stand-in of
-``tools/images`` (tests/harness/images.py), run from the images the harness builds.
+"""The tenant platform really runs, on the session's node (tests/harness/node.py): what only
+a running maas-api pod shows. Nobody of ours writes a Deployment's status; the deployment
+controller does, from what the kubelet reports. maas-api is the stand-in of ``tools/images``
+(tests/harness/images.py), run from the images the harness builds.
 
 The controller runs on this machine, not in a pod: it reaches a tenant's maas-api through
 the tenant's Service as a pod would, the Service's ClusterIP through kube-proxy's rules, with
@@ -16,41 +12,43 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import ssl
 import subprocess
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, cast
 
 import httpx
 import pytest
 from cryptography import x509
-from lightkube import AsyncClient
+from lightkube import ApiError, AsyncClient
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.batch_v1 import CronJob, Job
 from lightkube.resources.core_v1 import Pod, Secret, Service
 
 from aitenant import contract
 from aitenant.app import App
+from aitenant.platform import kinds
 from aitenant.resources import AITenant
+from aitenant.settings import DEFAULT_MAAS_API_URL_TEMPLATE
 from tests.harness import images, samples
 from tests.harness.cluster import LocalCluster
-from tests.harness.node import NODE_CONTROLLERS, Node
+from tests.harness.maas_api import FakeMaasApi
+from tests.harness.node import Node
 
 from .conftest import (
     AITENANT_NS,
-    CONTROLLER_USER,
-    GATEWAY_NS,
     INFRA_NS,
-    TENANT_ADMIN_USER,
     Names,
     RunningController,
+    bind_controller_roles,
+    e2e_settings,
     eventually,
     get_tenant,
     make_tenant,
-    prepared_client,
     ready,
     wait_phase,
 )
@@ -66,12 +64,16 @@ END_CERT = "-----END CERTIFICATE-----"
 class ServiceAddresses(httpx.AsyncBaseTransport):
     """What cluster DNS gives a pod, for a process on the node: ``<svc>.<ns>.svc[...]`` is
     sent to the Service's ClusterIP (kube-proxy's rules take it from there) while TLS still
-    checks the certificate against that name."""
+    checks the certificate against that name, with the CA file as it reads now (the charm
+    rotates it in place)."""
 
     def __init__(self, kube: AsyncClient, ca_file: Path) -> None:
         self.kube = kube
-        self.inner = httpx.AsyncHTTPTransport(verify=ssl.create_default_context(cafile=ca_file))
+        self.ca_file = ca_file
         self.sent_to: list[str] = []
+
+    def _transport(self) -> httpx.AsyncHTTPTransport:
+        return httpx.AsyncHTTPTransport(verify=ssl.create_default_context(cafile=self.ca_file))
 
     async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
         host = request.url.host
@@ -87,67 +89,32 @@ class ServiceAddresses(httpx.AsyncBaseTransport):
         self.sent_to.append(svc.spec.clusterIP)
         request.url = request.url.copy_with(host=svc.spec.clusterIP)
         request.extensions = {**request.extensions, "sni_hostname": host}
-        return await self.inner.handle_async_request(request)
-
-    async def aclose(self) -> None:
-        await self.inner.aclose()
-
-
-@pytest.fixture(scope="module")
-def node_cluster() -> Iterator[LocalCluster]:
-    began = time.monotonic()
-    with LocalCluster(
-        extra_users=[CONTROLLER_USER, TENANT_ADMIN_USER], controllers=NODE_CONTROLLERS
-    ) as local:
-        node = Node(local)
-        node.start()
-        logging.getLogger(__name__).warning(
-            "control plane and node ready in %.1f s", time.monotonic() - began
-        )
-        try:
-            yield local
-        finally:
-            node.stop()
-
-
-@pytest.fixture(scope="module")
-async def node_kube(node_cluster: LocalCluster) -> AsyncIterator[AsyncClient]:
-    client = await prepared_client(node_cluster)
-    yield client
-    await client.close()
-
-
-@pytest.fixture(scope="module")
-def maas_api_ca(node_cluster: LocalCluster) -> tuple[Path, Path]:
-    assert node_cluster.workdir is not None
-    return samples.write_ca(node_cluster.workdir / "maas-api-ca")
+        async with self._transport() as transport:
+            response = await transport.handle_async_request(request)
+            await response.aread()
+        return response
 
 
 async def start_controller(
-    cluster: LocalCluster, kube: AsyncClient, ca: tuple[Path, Path], image: str
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    maas_api: FakeMaasApi,
+    *,
+    image: str = images.MAAS_API_IMAGE,
+    **overrides: Any,
 ) -> tuple[RunningController, ServiceAddresses]:
-    from aitenant.settings import Settings
-
-    settings = Settings(
-        maas_api_ca_file=ca[0],
-        maas_api_ca_key_file=ca[1],
-        maas_api_image=image,
-        maas_api_cleanup_image=images.CLEANUP_IMAGE,
-        enable_tenant_namespace_discovery=True,
-        aitenant_namespace=AITENANT_NS,
-        gateway_namespace=GATEWAY_NS,
-        gateway_name="maas-default-gateway",
-        maas_subscription_namespace="models-as-a-service",
-        controller_namespace=INFRA_NS,
-        health_port=0,
-        metrics_port=0,
-        webhook_port=0,
-        manage_default_tenant=False,
-        bind_address="127.0.0.1",
-    )
+    """A controller like the session's, but revoking through each tenant's Service (the
+    default URL template) rather than the in-process fake; ``overrides`` as in Settings."""
+    values: dict[str, Any] = {
+        "maas_api_url_template": DEFAULT_MAAS_API_URL_TEMPLATE,
+        "maas_api_image": image,
+        **overrides,
+    }
+    settings = e2e_settings(maas_api, **values)
     # The revocation client is the controller's own (docs/differences.md D2); only how a
     # Service name becomes an address differs from a pod's.
-    transport = ServiceAddresses(kube, ca[0])
+    ca_file = overrides.get("maas_api_ca_file", maas_api.ca_file)
+    transport = ServiceAddresses(kube, ca_file)
 
     def route_revocations(app: App) -> None:
         reconciler: Any = getattr(app.aitenant_controller.reconcile, "__self__")  # noqa: B009
@@ -160,25 +127,68 @@ async def start_controller(
 
 @pytest.fixture(scope="module")
 async def node_controller(
-    node_cluster: LocalCluster, node_kube: AsyncClient, maas_api_ca: tuple[Path, Path]
+    cluster: LocalCluster, kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi
 ) -> AsyncIterator[tuple[RunningController, ServiceAddresses]]:
-    running, transport = await start_controller(
-        node_cluster, node_kube, maas_api_ca, images.MAAS_API_IMAGE
-    )
-    yield running, transport
+    """In the session controller's place for this module: the same settings and CA (no
+    tenant's pods roll), revocations sent to the tenants' Services."""
+    await controller.stop()
+    running, transport = await start_controller(cluster, kube, maas_api)
+    try:
+        yield running, transport
+    finally:
+        await running.stop()
+        await transport.aclose()
+        await controller.start()
+
+
+@contextlib.asynccontextmanager
+async def own_aitenant_namespace(
+    kube: AsyncClient, node_controller: tuple[RunningController, ServiceAddresses], name: str
+) -> AsyncIterator[str]:
+    """An AITenant namespace of its own, for a controller whose settings would roll every
+    tenant's pods (another image, another CA) were it to serve the session's tenants; the
+    module's controller is stopped meanwhile."""
+    running, _ = node_controller
+    await samples.ensure_namespace(kube, name)
+    await bind_controller_roles(kube, aitenant_namespace=name)
     await running.stop()
-    await transport.aclose()
+    try:
+        yield name
+    finally:
+        await running.start()
 
 
-async def maas_api_pod(kube: AsyncClient, tenant: str) -> dict[str, Any]:
+async def maas_api_pods(
+    kube: AsyncClient, tenant: str, *, include_terminating: bool = True
+) -> list[dict[str, Any]]:
     labels: dict[str, Any] = {
         contract.LABEL_APP_NAME: "maas-api",
         contract.LABEL_TENANT_NAME: tenant,
     }
     pods = [dict(p.to_dict()) async for p in kube.list(Pod, namespace=INFRA_NS, labels=labels)]
-    running = [p for p in pods if not p["metadata"].get("deletionTimestamp")]
-    assert len(running) == 1, [p["metadata"]["name"] for p in pods]
+    return [p for p in pods if include_terminating or not p["metadata"].get("deletionTimestamp")]
+
+
+async def maas_api_pod(kube: AsyncClient, tenant: str) -> dict[str, Any]:
+    running = await maas_api_pods(kube, tenant, include_terminating=False)
+    assert len(running) == 1, [p["metadata"]["name"] for p in running]
     return running[0]
+
+
+async def tenant_gone(kube: AsyncClient, name: str, namespace: str = AITENANT_NS) -> None:
+    async def gone() -> bool:
+        try:
+            await get_tenant(kube, name, namespace)
+        except ApiError as exc:
+            return exc.status.code == 404
+        return False
+
+    await eventually(gone, timeout=60, interval=0.2)
+
+
+async def delete_tenant(kube: AsyncClient, name: str, namespace: str = AITENANT_NS) -> None:
+    await kube.delete(AITenant, name, namespace=namespace)
+    await tenant_gone(kube, name, namespace)
 
 
 def pod_ready(pod: dict[str, Any]) -> bool:
@@ -244,26 +254,28 @@ def process_facts(pid: int) -> tuple[list[int], dict[str, set[str]], int]:
     return uids, mounts, capabilities
 
 
-async def active_tenant(kube: AsyncClient, name: str) -> dict[str, Any]:
-    await make_tenant(kube, name)
-    return await wait_phase(kube, name, "Active", timeout=POD_READY_TIMEOUT)
+async def active_tenant(
+    kube: AsyncClient, name: str, namespace: str = AITENANT_NS
+) -> dict[str, Any]:
+    await make_tenant(kube, name, namespace=namespace)
+    return await wait_phase(kube, name, "Active", timeout=POD_READY_TIMEOUT, namespace=namespace)
 
 
 async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_probes(
-    node_cluster: LocalCluster,
-    node_kube: AsyncClient,
+    cluster: LocalCluster,
+    kube: AsyncClient,
     node_controller: tuple[RunningController, ServiceAddresses],
-    maas_api_ca: tuple[Path, Path],
+    maas_api: FakeMaasApi,
     unique: Names,
 ) -> None:
     name = unique("runs")
     began = time.monotonic()
-    tenant = await active_tenant(node_kube, name)
+    tenant = await active_tenant(kube, name)
     logging.getLogger(__name__).warning(
         "tenant %s: created to Active in %.1f s", name, time.monotonic() - began
     )
     assert ready(tenant)["status"] == "True"
-    pod = await maas_api_pod(node_kube, name)
+    pod = await maas_api_pod(kube, name)
     assert pod_ready(pod)
     status = pod["status"]["containerStatuses"][0]
     assert status["ready"]
@@ -271,9 +283,7 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     assert "running" in status["state"]
     assert status["image"] == images.MAAS_API_IMAGE
     # The kubelet, not us, made the Deployment Available: no status write of ours.
-    deployment = await node_kube.get(
-        samples.platform_kinds.DEPLOYMENT.resource, f"maas-api-{name}", namespace=INFRA_NS
-    )
+    deployment = await kube.get(kinds.DEPLOYMENT.resource, f"maas-api-{name}", namespace=INFRA_NS)
     managers = {
         (f["manager"], f.get("subresource")) for f in deployment["metadata"]["managedFields"]
     }
@@ -281,7 +291,7 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     assert all(m != "aitenant-tests" for m, _ in managers), managers
 
     # What the kubelet made of our securityContext: a non-root user, a read-only root.
-    uids, mounts, capabilities = process_facts(container_process(node_cluster, pod))
+    uids, mounts, capabilities = process_facts(container_process(cluster, pod))
     assert all(u != 0 for u in uids), uids
     assert "ro" in mounts["/"], mounts
     # The serving-certificate volume, read-only, where TLS_CERT and TLS_KEY point.
@@ -289,8 +299,8 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     assert capabilities == 0
 
     # It serves the certificate we issued, for its Service's name, on the pod's address.
-    secret = await serving_secret(node_kube, name)
-    response = await call_pod(pod, maas_api_ca[0], "GET", "/health")
+    secret = await serving_secret(kube, name)
+    response = await call_pod(pod, maas_api.ca_file, "GET", "/health")
     assert response.status_code == 200
     assert response.json() == {"status": "healthy"}
     served = ssl.get_server_certificate((pod["status"]["podIP"], 8443))
@@ -299,16 +309,16 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
 
 
 async def test_the_key_cleanup_cronjob_run_once_completes_against_maas_api(
-    node_kube: AsyncClient,
+    kube: AsyncClient,
     node_controller: tuple[RunningController, ServiceAddresses],
-    maas_api_ca: tuple[Path, Path],
+    maas_api: FakeMaasApi,
     unique: Names,
 ) -> None:
     name = unique("cleanup")
-    await active_tenant(node_kube, name)
+    await active_tenant(kube, name)
     cronjobs = [
         c
-        async for c in node_kube.list(
+        async for c in kube.list(
             CronJob, namespace=INFRA_NS, labels={contract.LABEL_TENANT_NAME: name}
         )
     ]
@@ -328,11 +338,11 @@ async def test_the_key_cleanup_cronjob_run_once_completes_against_maas_api(
         ),
         spec=cron.spec.jobTemplate.spec,
     )
-    await node_kube.create(job)
+    await kube.create(job)
     job_name = f"{cron.metadata.name}-once"
 
     async def finished() -> Job | None:
-        got = await node_kube.get(Job, job_name, namespace=INFRA_NS)
+        got = await kube.get(Job, job_name, namespace=INFRA_NS)
         st = got.status
         if st is not None and (st.succeeded or st.failed):
             return got
@@ -341,38 +351,29 @@ async def test_the_key_cleanup_cronjob_run_once_completes_against_maas_api(
     done = cast(Job, await eventually(finished, timeout=POD_READY_TIMEOUT, interval=0.5))
     assert done.status is not None
     assert done.status.succeeded == 1, done.status
-    pod = await maas_api_pod(node_kube, name)
-    calls = (await call_pod(pod, maas_api_ca[0], "GET", "/standin/v1/calls")).json()
+    pod = await maas_api_pod(kube, name)
+    calls = (await call_pod(pod, maas_api.ca_file, "GET", "/standin/v1/calls")).json()
     assert {"method": "POST", "path": "/internal/v1/api-keys/cleanup", "status": 200} in calls
 
 
 async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
-    node_kube: AsyncClient,
+    kube: AsyncClient,
     node_controller: tuple[RunningController, ServiceAddresses],
-    maas_api_ca: tuple[Path, Path],
+    maas_api: FakeMaasApi,
     unique: Names,
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     _, transport = node_controller
     name = unique("revoke")
-    await active_tenant(node_kube, name)
-    pod = await maas_api_pod(node_kube, name)
+    await active_tenant(kube, name)
+    pod = await maas_api_pod(kube, name)
     for _ in range(2):
-        made = await call_pod(pod, maas_api_ca[0], "POST", f"/standin/v1/tenants/{name}/api-keys")
+        made = await call_pod(pod, maas_api.ca_file, "POST", f"/standin/v1/tenants/{name}/api-keys")
         assert made.status_code == 201
-    svc = await node_kube.get(Service, f"maas-api-{name}", namespace=INFRA_NS)
+    svc = await kube.get(Service, f"maas-api-{name}", namespace=INFRA_NS)
     assert svc.spec is not None
     caplog.set_level(logging.INFO, logger="aitenant.reconcilers.deletion")
-    await node_kube.delete(AITenant, name, namespace=AITENANT_NS)
-
-    async def gone() -> bool:
-        try:
-            await get_tenant(node_kube, name)
-        except Exception:
-            return True
-        return False
-
-    await eventually(gone, timeout=60, interval=0.2)
+    await delete_tenant(kube, name)
     assert svc.spec.clusterIP in transport.sent_to
     assert any(f"{name}: revoked 2 API keys" in r.getMessage() for r in caplog.records), [
         r.getMessage() for r in caplog.records
@@ -381,128 +382,141 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
 
 async def test_a_new_certificate_rolls_the_pods_and_the_gateway_drops_the_old_ca_after(
     tmp_path: Path,
-    node_cluster: LocalCluster,
-    node_kube: AsyncClient,
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    maas_api: FakeMaasApi,
     node_controller: tuple[RunningController, ServiceAddresses],
     unique: Names,
 ) -> None:
     """The charm rotates the maas-api CA: the serving certificate is reissued, the pods roll
     (they read it only at start), and the Gateway's CA bundle (docs/platform.md §12) drops the
     old CA only once no Ready pod serves a certificate of it."""
-    running, _ = node_controller
     name = unique("roll")
     ca_file, ca_key_file = samples.write_ca(tmp_path / "ca")
-    await running.stop()
-    own, transport = await start_controller(
-        node_cluster, node_kube, (ca_file, ca_key_file), images.MAAS_API_IMAGE
-    )
     bundle_name = f"maas-api-{name}-backend-ca"
-    try:
-        await active_tenant(node_kube, name)
-        old_pod = await maas_api_pod(node_kube, name)
-        old_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+    async with own_aitenant_namespace(kube, node_controller, unique("ai-tenants-roll")) as ns:
+        own, transport = await start_controller(
+            cluster,
+            kube,
+            maas_api,
+            aitenant_namespace=ns,
+            maas_api_ca_file=ca_file,
+            maas_api_ca_key_file=ca_key_file,
+        )
+        try:
+            await active_tenant(kube, name, ns)
+            old_pod = await maas_api_pod(kube, name)
+            old_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
 
-        await own.stop()
-        samples.write_ca(tmp_path / "ca")
-        new_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
-        await own.start()
+            await own.stop()
+            samples.write_ca(tmp_path / "ca")
+            new_ca = x509.load_pem_x509_certificate(ca_file.read_bytes())
+            await own.start()
 
-        # Until the tenant is Active again: what the Gateway trusts beside what the pods serve.
-        seen: list[tuple[int, bool, bool]] = []  # (CAs trusted, old trusted, old pod Ready)
-        deadline = asyncio.get_running_loop().time() + POD_READY_TIMEOUT
-        while asyncio.get_running_loop().time() < deadline:
-            configmap = await node_kube.get(
-                samples.platform_kinds.CONFIG_MAP.resource, bundle_name, namespace=INFRA_NS
-            )
-            trusted = x509.load_pem_x509_certificates(configmap["data"]["ca.crt"].encode())
-            pods = [
-                dict(p.to_dict())
-                async for p in node_kube.list(
-                    Pod,
-                    namespace=INFRA_NS,
-                    labels={contract.LABEL_TENANT_NAME: name, contract.LABEL_APP_NAME: "maas-api"},
+            # Until the tenant is Active again: what the Gateway trusts beside what the pods
+            # serve, as (CAs trusted, old trusted, old pod Ready).
+            seen: list[tuple[int, bool, bool]] = []
+            deadline = asyncio.get_running_loop().time() + POD_READY_TIMEOUT
+            while asyncio.get_running_loop().time() < deadline:
+                configmap = await kube.get(
+                    kinds.CONFIG_MAP.resource, bundle_name, namespace=INFRA_NS
                 )
-            ]
-            # The old pod may still serve: Ready and not yet terminating (a terminating pod
-            # leaves the Service's ready endpoints, so no Gateway sends to it any more).
-            old_ready = any(
-                p["metadata"]["name"] == old_pod["metadata"]["name"]
-                and pod_ready(p)
-                and not p["metadata"].get("deletionTimestamp")
-                for p in pods
-            )
-            seen.append((len(trusted), old_ca in trusted, old_ready))
-            tenant = await get_tenant(node_kube, name)
-            if trusted == [new_ca] and (tenant.get("status") or {}).get("phase") == "Active":
-                break
-            await asyncio.sleep(0.2)
-        assert seen[-1][:2] == (1, False), seen
-        # Both CAs were trusted while the old pod still served, and never the new alone then.
-        assert (2, True, True) in seen, seen
-        assert not any(not old_trusted and old_ready for _, old_trusted, old_ready in seen), seen
+                trusted = x509.load_pem_x509_certificates(configmap["data"]["ca.crt"].encode())
+                pods = await maas_api_pods(kube, name)
+                # The old pod may still serve: Ready and not yet terminating (a terminating
+                # pod leaves the Service's ready endpoints, so no Gateway sends to it).
+                old_ready = any(
+                    p["metadata"]["name"] == old_pod["metadata"]["name"]
+                    and pod_ready(p)
+                    and not p["metadata"].get("deletionTimestamp")
+                    for p in pods
+                )
+                seen.append((len(trusted), old_ca in trusted, old_ready))
+                tenant = await get_tenant(kube, name, ns)
+                if trusted == [new_ca] and (tenant.get("status") or {}).get("phase") == "Active":
+                    break
+                await asyncio.sleep(0.2)
+            assert seen[-1][:2] == (1, False), seen
+            # Both CAs were trusted while the old pod still served, never the new alone then.
+            assert (2, True, True) in seen, seen
+            assert not any(not old_trusted and old_ready for _, old_trusted, old_ready in seen)
 
-        new_pod = await maas_api_pod(node_kube, name)
-        assert new_pod["metadata"]["name"] != old_pod["metadata"]["name"]
-        response = await call_pod(new_pod, ca_file, "GET", "/health")
-        assert response.status_code == 200
-    finally:
-        await own.stop()
-        await transport.aclose()
-        await running.start()
+            new_pod = await maas_api_pod(kube, name)
+            assert new_pod["metadata"]["name"] != old_pod["metadata"]["name"]
+            response = await call_pod(new_pod, ca_file, "GET", "/health")
+            assert response.status_code == 200
+            await delete_tenant(kube, name, ns)
+        finally:
+            await own.stop()
+            await transport.aclose()
 
 
 async def test_a_crash_looping_maas_api_leaves_the_tenant_not_active_and_says_why(
-    node_cluster: LocalCluster,
-    node_kube: AsyncClient,
+    cluster: LocalCluster,
+    kube: AsyncClient,
+    maas_api: FakeMaasApi,
     node_controller: tuple[RunningController, ServiceAddresses],
-    maas_api_ca: tuple[Path, Path],
     unique: Names,
 ) -> None:
-    running, _ = node_controller
-    await running.stop()
-    crashing, transport = await start_controller(
-        node_cluster, node_kube, maas_api_ca, images.MAAS_API_CRASHLOOP_IMAGE
-    )
-    try:
-        name = unique("crash")
-        await make_tenant(node_kube, name)
+    name = unique("crash")
+    async with own_aitenant_namespace(kube, node_controller, unique("ai-tenants-crash")) as ns:
+        # Long enough to see the deletion blocked, short enough to see it forced in the end.
+        crashing, transport = await start_controller(
+            cluster,
+            kube,
+            maas_api,
+            image=images.MAAS_API_CRASHLOOP_IMAGE,
+            aitenant_namespace=ns,
+            deletion_timeout=20.0,
+        )
+        try:
+            await make_tenant(kube, name, namespace=ns)
 
-        async def restarted() -> dict[str, Any] | None:
-            pod = await maas_api_pod(node_kube, name)
-            statuses = pod["status"].get("containerStatuses") or []
-            return pod if statuses and statuses[0]["restartCount"] >= 1 else None
+            async def restarted() -> dict[str, Any] | None:
+                pod = await maas_api_pod(kube, name)
+                statuses = pod["status"].get("containerStatuses") or []
+                return pod if statuses and statuses[0]["restartCount"] >= 1 else None
 
-        await eventually(restarted, timeout=POD_READY_TIMEOUT, interval=0.5)
+            await eventually(restarted, timeout=POD_READY_TIMEOUT, interval=0.5)
 
-        # The tenant says why, in the kubelet's words, through its config's condition.
-        async def says_why() -> dict[str, Any] | None:
-            tenant = await get_tenant(node_kube, name)
-            message = ready(tenant).get("message", "")
-            return tenant if "CrashLoopBackOff" in message else None
+            # The tenant says why, in the kubelet's words, through its config's condition.
+            async def says_why() -> dict[str, Any] | None:
+                tenant = await get_tenant(kube, name, ns)
+                message = ready(tenant).get("message", "")
+                return tenant if "CrashLoopBackOff" in message else None
 
-        tenant = await eventually(says_why, timeout=POD_READY_TIMEOUT, interval=0.5)
-        assert tenant["status"]["phase"] == "Pending"
-        cond = ready(tenant)
-        assert cond["status"] == "False"
-        assert cond["reason"] == "TenantConfigNotReady", cond
-        assert cond["message"].startswith(
-            "waiting for MaasTenantConfig to report Ready: MaaSAPINotAvailable: "
-            f"waiting for Deployment {INFRA_NS}/maas-api-{name} to become available: pod "
-        ), cond
-        assert cond["message"].endswith(
-            "container maas-api CrashLoopBackOff, last exited with code 1"
-        ), cond
+            tenant = await eventually(says_why, timeout=POD_READY_TIMEOUT, interval=0.5)
+            assert tenant["status"]["phase"] == "Pending"
+            cond = ready(tenant)
+            assert cond["status"] == "False"
+            assert cond["reason"] == "TenantConfigNotReady", cond
+            assert cond["message"].startswith(
+                "waiting for MaasTenantConfig to report Ready: MaaSAPINotAvailable: "
+                f"waiting for Deployment {INFRA_NS}/maas-api-{name} to become available: pod "
+            ), cond
+            # With what it logged last (the kubelet's termination message from its log).
+            assert cond["message"].endswith(
+                "container maas-api CrashLoopBackOff, last exited with code 1: "
+                "maas-api stand-in: exiting at start (--exit-at-start)"
+            ), cond
 
-        # Deleting it while maas-api is down: revocation cannot reach the pod, and the tenant
-        # says so (it keeps its finalizer until then or the deletion timeout).
-        await node_kube.delete(AITenant, name, namespace=AITENANT_NS)
+            # Deleting it while maas-api is down: revocation cannot reach the pod, and the
+            # tenant says so (it keeps its finalizer until then or the deletion timeout).
+            await kube.delete(AITenant, name, namespace=ns)
 
-        async def blocked() -> dict[str, Any] | None:
-            cond = ready(await get_tenant(node_kube, name))
-            return cond if cond.get("reason") == "DeletionBlocked" else None
+            async def blocked() -> dict[str, Any] | None:
+                cond = ready(await get_tenant(kube, name, ns))
+                return cond if cond.get("reason") == "DeletionBlocked" else None
 
-        cond = await eventually(blocked, timeout=60, interval=0.5)
-        assert f"maas-api-{name}.{INFRA_NS}.svc:8443" in cond["message"], cond
-    finally:
-        await crashing.stop()
-        await transport.aclose()
+            cond = await eventually(blocked, timeout=60, interval=0.5)
+            assert f"maas-api-{name}.{INFRA_NS}.svc:8443" in cond["message"], cond
+            # The deletion timeout forces it through (docs/contract.md §5.5), platform and all.
+            await tenant_gone(kube, name, ns)
+
+            async def no_pods() -> bool:
+                return not await maas_api_pods(kube, name)
+
+            await eventually(no_pods, timeout=POD_READY_TIMEOUT, interval=0.5)
+        finally:
+            await crashing.stop()
+            await transport.aclose()

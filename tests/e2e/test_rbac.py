@@ -146,7 +146,7 @@ async def test_another_infra_namespace_works_through_its_role(
     await other.start()
     try:
         await make_tenant(kube, name)
-        await wait_phase(kube, name, "Active", timeout=30)
+        await wait_phase(kube, name, "Active")
         # The ClusterRole grants none of these: only the Role in the new namespace does.
         deployment = await kube.get(Deployment, f"maas-api-{name}", namespace=infra)
         assert deployment.metadata is not None

@@ -22,7 +22,7 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from tests.harness import samples
+from tests.harness import images, samples
 from tests.harness.bench import wait_listening
 from tests.harness.cluster import LocalCluster, free_port
 from tests.harness.maas_api import FakeMaasApi
@@ -88,6 +88,7 @@ async def controller_process(
             f"--webhook-port={port}",
             f"--webhook-cert-dir={webhook_tls.cert_dir}",
             "--metrics-port=0", "--health-port=0",
+            *images.controller_flags(),
             stdout=out,
             stderr=asyncio.subprocess.STDOUT,
             env=dict(os.environ),

@@ -26,7 +26,7 @@ from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract
 from aitenant.resources import AITenant, MaasTenantConfig
-from tests.harness import bench, samples
+from tests.harness import bench, images, samples
 from tests.harness.maas_api import FakeMaasApi
 
 
@@ -93,6 +93,7 @@ def controller_args(
         "--webhook-port=0", "--metrics-port=0", "--health-port=0",
         "--bind-address=127.0.0.1",
         "--log-level=info",
+        *images.controller_flags(),
     ]  # fmt: skip
     if maas_api is not None:
         args += [

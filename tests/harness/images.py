@@ -35,6 +35,12 @@ CLEANUP_IMAGE = "aitenant.local/curl:1"
 NONROOT = "65532:65532"
 
 
+def controller_flags() -> list[str]:
+    """The controller's flags naming the images the node holds: a controller started without
+    them renders images nobody can pull here."""
+    return [f"--maas-api-image={MAAS_API_IMAGE}", f"--maas-api-cleanup-image={CLEANUP_IMAGE}"]
+
+
 def cache_dir() -> Path:
     return Path(os.environ.get("AITENANT_CACHE") or Path.home() / ".cache" / "aitenant-k8s")
 

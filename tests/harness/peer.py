@@ -9,15 +9,20 @@ same way: a shell command (``bash -c``) with this environment, which the command
 * ``TMPDIR``: a folder holding ``k8s-webhook-server/serving-certs/tls.{crt,key}``, a serving
   certificate for 127.0.0.1 (controller-runtime's default webhook certificate folder);
 * ``HEALTH_PORT``: a free loopback port for ``/readyz`` (the harness waits for it);
-* ``CONTROLLER_NAMESPACE``, ``INFRA_NAMESPACE``, ``GATEWAY_NAMESPACE``, ``AITENANT_NAMESPACE``.
+* ``CONTROLLER_NAMESPACE``, ``INFRA_NAMESPACE``, ``GATEWAY_NAMESPACE``, ``AITENANT_NAMESPACE``;
+* ``MAAS_API_IMAGE`` and ``MAAS_API_CLEANUP_IMAGE``: the images the node holds for maas-api and
+  the key-cleanup CronJob (tests/harness/images.py), also as ``RELATED_IMAGE_ODH_MAAS_API_IMAGE``
+  and ``RELATED_IMAGE_UBI_MINIMAL_IMAGE``, the variables the reference controller reads them
+  from. No registry is reachable, so a peer that renders other images never gets its pods.
 
 What the cluster holds before the command starts (``prepare``): our CRDs, the real Gateway API,
 Kuadrant, Authorino AuthConfig, Istio DestinationRule/EnvoyFilter/Telemetry and cert-manager
 Certificate CRDs (from the Go modules locked in ``tools/crds``), then the peer's own CRDs from
 ``AITENANT_PEER_CRDS`` if set (they replace ours); the namespaces; the ``maas-db-config`` Secret
 in the infra namespace; a ``maas-controller`` Deployment in the controller namespace (the
-reference creates ``Config/default`` only when it exists). No kubelet runs, so
-``DeploymentAvailability`` marks every Deployment Available at its generation, whoever made it.
+reference creates ``Config/default`` only when it exists; it runs the pause image). The
+cluster has one node (``tests/harness/node.py``): Deployments turn Available from what its
+kubelet reports, whoever made them.
 """
 
 from __future__ import annotations
@@ -42,7 +47,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.resources.apps_v1 import Deployment
 
 from aitenant import manifests
-from tests.harness import bench, crds, samples
+from tests.harness import bench, crds, images, samples
 from tests.harness.cluster import User, free_port
 
 PEER_COMMAND_ENV = "AITENANT_PEER_COMMAND"
@@ -116,7 +121,9 @@ def our_command(ca_file: Path, ca_key_file: Path, extra: str = "") -> str:
         ' --enable-tenant-namespace-discovery --health-port "$HEALTH_PORT" --metrics-port 0'
         " --webhook-port 0 --bind-address 127.0.0.1 --log-level info"
         f" --maas-api-ca-file {shlex.quote(str(ca_file))}"
-        f" --maas-api-ca-key-file {shlex.quote(str(ca_key_file))} {extra}"
+        f" --maas-api-ca-key-file {shlex.quote(str(ca_key_file))}"
+        ' --maas-api-image "$MAAS_API_IMAGE" --maas-api-cleanup-image "$MAAS_API_CLEANUP_IMAGE"'
+        f" {extra}"
     )
 
 
@@ -139,7 +146,9 @@ async def prepare(client: AsyncClient, workdir: Path, peer_crds: Path | None) ->
                             "selector": {"matchLabels": {"app": "maas-controller"}},
                             "template": {
                                 "metadata": {"labels": {"app": "maas-controller"}},
-                                "spec": {"containers": [{"name": "manager", "image": "none"}]},
+                                "spec": {
+                                    "containers": [{"name": "manager", "image": images.PAUSE_IMAGE}]
+                                },
                             },
                         },
                     },
@@ -162,33 +171,6 @@ def write_serving_cert(tmpdir: Path) -> Path:
     cert.cert_chain_pems[0].write_to_path(str(folder / "tls.crt"))
     ca.cert_pem.write_to_path(str(folder / "ca.crt"))
     return folder
-
-
-class DeploymentAvailability:
-    """Until cancelled: mark every Deployment Available at its generation (no kubelet)."""
-
-    def __init__(self, client: AsyncClient) -> None:
-        self.client = client
-
-    async def run(self) -> None:
-        while True:
-            try:
-                async for _, obj in self.client.watch(Deployment, namespace="*"):
-                    meta = obj.metadata
-                    assert meta is not None
-                    assert meta.name
-                    assert meta.namespace
-                    raw = obj.to_dict()
-                    if meta.deletionTimestamp or samples.is_available(raw):
-                        continue
-                    with contextlib.suppress(ApiError):
-                        await samples.mark_deployment_available(
-                            self.client, meta.namespace, meta.name
-                        )
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a cut watch: start again
-                await asyncio.sleep(0.5)
 
 
 @dataclass
@@ -223,6 +205,10 @@ class ControllerUnderTest:
             "INFRA_NAMESPACE": INFRA_NS,
             "GATEWAY_NAMESPACE": GATEWAY_NS,
             "AITENANT_NAMESPACE": AITENANT_NS,
+            "MAAS_API_IMAGE": images.MAAS_API_IMAGE,
+            "MAAS_API_CLEANUP_IMAGE": images.CLEANUP_IMAGE,
+            "RELATED_IMAGE_ODH_MAAS_API_IMAGE": images.MAAS_API_IMAGE,
+            "RELATED_IMAGE_UBI_MINIMAL_IMAGE": images.CLEANUP_IMAGE,
         }
 
     def start(self) -> None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import uuid
 from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
@@ -19,12 +18,9 @@ from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 
 from aitenant import contract, manifests
-from aitenant.platform import kinds as platform_kinds
 from aitenant.platform.discovery import http_fetch
 from aitenant.resources import AITenant, Gateway
 from tests.harness import crds
-
-log = logging.getLogger(__name__)
 
 
 async def server_version(client: AsyncClient) -> dict[str, Any]:
@@ -195,12 +191,8 @@ async def create_aitenant(client: AsyncClient, body: dict[str, Any]) -> dict[str
     return dict(await client.create(AITenant.from_dict(body)))
 
 
-# -- Tenant platform: what a kubelet and a platform administrator would provide ---------------
+# -- Tenant platform: what a platform administrator would provide -----------------------------
 DB_SECRET = "maas-db-config"
-TRACKED_DEPLOYMENTS: dict[str, Any] = {
-    contract.LABEL_MANAGED_BY: contract.PLATFORM_MANAGED_BY_VALUE,
-    contract.LABEL_APP_NAME: "maas-api",
-}
 
 
 def write_ca(directory: Path) -> tuple[Path, Path]:
@@ -226,35 +218,6 @@ async def ensure_db_secret(client: AsyncClient, namespace: str, name: str = DB_S
         await client.create(body)
 
 
-async def mark_deployment_available(client: AsyncClient, namespace: str, name: str) -> None:
-    """Report a Deployment's replicas ready and Available at its generation, as the
-    deployment controller does once the kubelet runs the pods (no kubelet runs here)."""
-    kind = platform_kinds.DEPLOYMENT.resource
-    obj = await client.get(kind, name, namespace=namespace)
-    generation = obj["metadata"].get("generation", 1)
-    replicas = (obj.get("spec") or {}).get("replicas", 1)
-    patch = {
-        "status": {
-            "observedGeneration": generation,
-            "replicas": replicas,
-            "updatedReplicas": replicas,
-            "readyReplicas": replicas,
-            "availableReplicas": replicas,
-            "conditions": [
-                {
-                    "type": "Available",
-                    "status": "True",
-                    "reason": "MinimumReplicasAvailable",
-                    "message": "Deployment has minimum availability.",
-                    "lastUpdateTime": "2026-01-01T00:00:00Z",
-                    "lastTransitionTime": "2026-01-01T00:00:00Z",
-                }
-            ],
-        }
-    }
-    await client.patch(kind.Status, name, patch, namespace=namespace, patch_type=PatchType.MERGE)
-
-
 def is_available(obj: dict[str, Any]) -> bool:
     status = obj.get("status") or {}
     return int(status.get("observedGeneration") or 0) >= int(
@@ -263,61 +226,6 @@ def is_available(obj: dict[str, Any]) -> bool:
         c.get("type") == "Available" and c.get("status") == "True"
         for c in status.get("conditions") or []
     )
-
-
-class DeploymentAvailability:
-    """Until cancelled: mark every maas-api Deployment the controller renders Available.
-
-    Stands in for the kubelet and the deployment controller in tests, the demo and the
-    benchmarks. Tenants named in ``held`` are left unavailable until released.
-    """
-
-    def __init__(self, client: AsyncClient) -> None:
-        self.client = client
-        self.held: set[str] = set()
-        self.marked = 0
-
-    async def run(self) -> None:
-        while True:
-            try:
-                async for _, obj in self.client.watch(
-                    platform_kinds.DEPLOYMENT.resource, namespace="*", labels=TRACKED_DEPLOYMENTS
-                ):
-                    await self._observe(dict(obj))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                log.debug("availability simulator: %r", exc)
-                await asyncio.sleep(0.5)
-
-    async def _observe(self, obj: dict[str, Any]) -> None:
-        meta = obj["metadata"]
-        tenant = (meta.get("labels") or {}).get(contract.LABEL_TENANT_NAME)
-        if meta.get("deletionTimestamp") or tenant in self.held or is_available(obj):
-            return
-        with contextlib.suppress(ApiError):
-            await mark_deployment_available(self.client, meta["namespace"], meta["name"])
-            self.marked += 1
-
-    async def release(self, tenant: str) -> None:
-        """Stop holding ``tenant`` back and mark its Deployments Available now."""
-        self.held.discard(tenant)
-        labels: dict[str, Any] = {**TRACKED_DEPLOYMENTS, contract.LABEL_TENANT_NAME: tenant}
-        async for obj in self.client.list(
-            platform_kinds.DEPLOYMENT.resource, namespace="*", labels=labels
-        ):
-            await self._observe(dict(obj))
-
-
-async def simulate_platform_readiness(client: AsyncClient) -> None:
-    """Until cancelled: stand in for the kubelet, so the platform reconciler reports configs
-    Ready (the name predates that reconciler, when this marked the configs Ready itself)."""
-    await DeploymentAvailability(client).run()
-
-
-def platform_readiness(client: AsyncClient) -> asyncio.Task[None]:
-    """``simulate_platform_readiness`` as a running task; cancel it when done."""
-    return asyncio.create_task(simulate_platform_readiness(client))
 
 
 async def wait_namespace(client: AsyncClient, name: str, timeout: float) -> None:

@@ -260,9 +260,3 @@ def test_without_a_node_the_demo_runs_with_the_controllers_defaults(
     assert calls.events == [f"cluster start ({DEFAULT_CONTROLLERS})", "cluster stop"]
     (args,) = calls.run_demo_args
     assert args[3:] == (demo.Runs.NOTHING,)
-
-
-def test_the_demo_writes_no_deployment_status() -> None:
-    source = Path(demo.__file__).read_text()
-    for writer in ("DeploymentAvailability", "mark_deployment_available", "platform_readiness"):
-        assert writer not in source
