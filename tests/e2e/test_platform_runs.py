@@ -362,7 +362,7 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
         assert made.status_code == 201
     svc = await node_kube.get(Service, f"maas-api-{name}", namespace=INFRA_NS)
     assert svc.spec is not None
-    caplog.set_level(logging.INFO, logger="aitenant.reconcilers.deletion")
+    caplog.set_level(logging.INFO, logger="aitenant.controllers.aitenant.deletion")
     await node_kube.delete(AITenant, name, namespace=AITENANT_NS)
 
     async def gone() -> bool:

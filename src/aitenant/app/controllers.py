@@ -8,16 +8,16 @@ from dataclasses import dataclass
 from lightkube import AsyncClient
 
 from aitenant import contract
-from aitenant.app.caches import Caches
+from aitenant.controllers.caches import Caches
 from aitenant.platform.apply import Applier
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
 from aitenant.platform.prune import TrackedObjects
-from aitenant.reconcilers.aitenant import AITenantReconciler
-from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
-from aitenant.reconcilers.config_deletion import ConfigCleanup
-from aitenant.reconcilers.deletion import TenantFinalizer
-from aitenant.reconcilers.revocation import KeyRevoker, Revocations
-from aitenant.reconcilers.tenant_config import TenantConfigReconciler
+from aitenant.controllers.aitenant.reconciler import AITenantReconciler
+from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
+from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
+from aitenant.controllers.aitenant.deletion import TenantFinalizer
+from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
+from aitenant.controllers.tenant_config.reconciler import TenantConfigReconciler
 from aitenant.runtime.controller import Controller, Key, Reconcile
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.informer import Informer

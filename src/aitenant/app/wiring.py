@@ -6,12 +6,12 @@ from dataclasses import dataclass
 
 from lightkube import AsyncClient
 
-from aitenant.app.caches import build_caches
+from aitenant.controllers.caches import build_caches
 from aitenant.app.controllers import build_controllers
 from aitenant.app.manager import build_manager
 from aitenant.app.servers import build_servers
-from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
-from aitenant.reconcilers.watches import requeue_aitenants, requeue_configs, wake_bootstrap
+from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
+from aitenant.controllers.predicates import requeue_aitenants, requeue_configs, wake_bootstrap
 from aitenant.runtime.controller import Controller
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.manager import Manager

@@ -6,5 +6,5 @@ serving certificate from the charm's CA. ``apply`` writes the rendered set with 
 apply and leaves opted-out objects alone; ``prune`` finds a tenant's objects and deletes those
 no longer rendered; ``kinds`` declares the kinds and where they live; ``cache`` holds their
 informers. ``discovery`` answers which API versions the cluster serves. The reconciler that
-decides *when* to do all this lives in ``aitenant.reconcilers.tenant_config``.
+decides *when* to do all this lives in ``aitenant.controllers.tenant_config.reconciler``.
 """

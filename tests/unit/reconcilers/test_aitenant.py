@@ -6,9 +6,9 @@ import json
 from typing import Any
 
 from aitenant import contract, naming
-from aitenant.reconcilers.aitenant import AITenantReconciler, config_not_ready_message
-from aitenant.reconcilers.infra_labels import LEDGER
-from aitenant.reconcilers.status import StatusWriter
+from aitenant.controllers.aitenant.reconciler import AITenantReconciler, config_not_ready_message
+from aitenant.controllers.aitenant.infra_labels import LEDGER
+from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from aitenant import contract
-from aitenant.reconcilers.bootstrap import (
+from aitenant.controllers.default_tenant.bootstrap import (
     BootstrapPlan,
     config_owner_reference,
     config_ref_state,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from aitenant.reconcilers import conditions
+from aitenant.controllers import conditions
 
 
 def test_transition_time_changes_only_when_status_flips() -> None:

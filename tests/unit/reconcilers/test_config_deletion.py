@@ -12,7 +12,7 @@ from aitenant import contract
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.prune import TrackedObjects
-from aitenant.reconcilers.config_deletion import ConfigCleanup
+from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
 from aitenant.runtime.controller import Done, Key, RequeueAfter
 from aitenant.settings import Settings
 

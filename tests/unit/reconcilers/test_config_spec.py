@@ -9,7 +9,7 @@ import pytest
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform.render import Telemetry
-from aitenant.reconcilers.config_spec import check_identity, replicas_for, telemetry_of
+from aitenant.controllers.tenant_config.spec import check_identity, replicas_for, telemetry_of
 from aitenant.resources import AITenantView
 
 

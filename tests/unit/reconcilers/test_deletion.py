@@ -11,9 +11,9 @@ import pytest
 
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
-from aitenant.reconcilers.deletion import REQUEUE_REVOCATION, TenantFinalizer
-from aitenant.reconcilers.revocation import KeyRevoker, Revocations
-from aitenant.reconcilers.status import StatusWriter
+from aitenant.controllers.aitenant.deletion import REQUEUE_REVOCATION, TenantFinalizer
+from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
+from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenant, AITenantView
 from aitenant.runtime.controller import Done, RequeueAfter, Retry
 from aitenant.runtime.events import EventRecorder

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aitenant import contract
-from aitenant.reconcilers.watches import has_leftover_finalizer, in_scope, wanted
+from aitenant.controllers.predicates import has_leftover_finalizer, in_scope, wanted
 from aitenant.settings import Settings
 
 MANAGED = {contract.LABEL_MANAGED_BY_AITENANT: "true"}

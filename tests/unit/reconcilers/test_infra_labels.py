@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from aitenant.reconcilers.infra_labels import (
+from aitenant.controllers.aitenant.infra_labels import (
     LEDGER,
     LabelConflict,
     desired_labels,

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 
 from aitenant import contract
-from aitenant.reconcilers import ownership
-from aitenant.reconcilers.legacy import (
+from aitenant.controllers import ownership
+from aitenant.controllers.legacy_tenant import (
     MigrationError,
     config_spec_fill,
     mark_patch,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from aitenant import contract
-from aitenant.reconcilers.status import StatusWriter
+from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenant, MaasTenantConfig
 from aitenant.runtime.events import EventRecorder
 

@@ -19,8 +19,8 @@ from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import TrackedObjects
 from aitenant.platform.render import names_for
-from aitenant.reconcilers import tenant_config
-from aitenant.reconcilers.tenant_config import (
+from aitenant.controllers.tenant_config import reconciler as tenant_config
+from aitenant.controllers.tenant_config.reconciler import (
     FirstRollouts,
     TenantConfigReconciler,
     deployment_available,
@@ -149,7 +149,7 @@ def test_user_metrics_privacy_warning_once_per_generation(
 ) -> None:
     reconciler = make_reconciler(Settings())
     key = Key("ai-tenant-red", "default-tenant")
-    with caplog.at_level(logging.WARNING, logger="aitenant.reconcilers.tenant_config"):
+    with caplog.at_level(logging.WARNING, logger="aitenant.controllers.tenant_config.reconciler"):
         for generation in (1, 1, 2):
             reconciler.warn_user_metrics(key, generation)
     warnings = [r for r in caplog.records if "captureUser" in r.getMessage()]

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from aitenant import contract
-from aitenant.reconcilers.watches import (
+from aitenant.controllers.predicates import (
     annotated_owner,
     config_changed,
     config_key_of_tenant,

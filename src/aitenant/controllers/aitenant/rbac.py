@@ -20,8 +20,8 @@ from lightkube.types import PatchType
 
 from aitenant import contract, naming
 from aitenant.errors import StepFailed, already_exists, is_not_found
-from aitenant.reconcilers import ownership
-from aitenant.reconcilers.tenant_context import TenantContext
+from aitenant.controllers import ownership
+from aitenant.controllers.aitenant.context import TenantContext
 from aitenant.resources import AITenantView
 from aitenant.runtime.reads import CachedReads
 

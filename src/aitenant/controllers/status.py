@@ -19,8 +19,8 @@ from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
 from aitenant.errors import is_conflict
-from aitenant.reconcilers import conditions
-from aitenant.reconcilers.conditions import Status
+from aitenant.controllers import conditions
+from aitenant.controllers.conditions import Status
 from aitenant.resources import Obj
 from aitenant.runtime.events import EventRecorder
 

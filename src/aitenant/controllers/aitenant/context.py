@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from aitenant import contract, naming
 from aitenant.errors import StepFailed
-from aitenant.reconcilers import ownership
+from aitenant.controllers import ownership
 from aitenant.resources import AITenantView, Obj
 from aitenant.settings import Settings
 

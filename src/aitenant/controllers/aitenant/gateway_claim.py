@@ -17,9 +17,9 @@ from lightkube.resources.core_v1 import ConfigMap
 
 from aitenant import contract, naming
 from aitenant.errors import StepFailed, already_exists, is_not_found
-from aitenant.reconcilers import ownership
-from aitenant.reconcilers.tenant_context import TenantContext
-from aitenant.reconcilers.watches import CLAIM_OWNER_INDEX
+from aitenant.controllers import ownership
+from aitenant.controllers.aitenant.context import TenantContext
+from aitenant.controllers.predicates import CLAIM_OWNER_INDEX
 from aitenant.resources import AITenantView
 from aitenant.runtime.reads import CachedReads
 

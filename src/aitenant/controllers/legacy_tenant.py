@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from aitenant import contract, spec_rules
-from aitenant.reconcilers import ownership
+from aitenant.controllers import ownership
 
 Obj = dict[str, Any]
 

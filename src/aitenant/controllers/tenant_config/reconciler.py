@@ -69,17 +69,17 @@ from aitenant.platform.render import (
     names_for,
     render,
 )
-from aitenant.reconcilers import conditions
-from aitenant.reconcilers.config_deletion import remove_finalizer
-from aitenant.reconcilers.config_spec import (
+from aitenant.controllers import conditions
+from aitenant.controllers.tenant_config.cleanup import remove_finalizer
+from aitenant.controllers.tenant_config.spec import (
     check_identity,
     max_expiration_days,
     replicas_for,
     telemetry_of,
 )
-from aitenant.reconcilers.finalizers import ensure_finalizer
-from aitenant.reconcilers.status import StatusWriter
-from aitenant.reconcilers.watches import has_leftover_finalizer, in_scope
+from aitenant.controllers.finalizers import ensure_finalizer
+from aitenant.controllers.status import StatusWriter
+from aitenant.controllers.predicates import has_leftover_finalizer, in_scope
 from aitenant.resources import (
     AITenant,
     AITenantView,

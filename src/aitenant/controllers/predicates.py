@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from aitenant import contract, naming
 from aitenant.platform.apply import tenant_of
-from aitenant.reconcilers import conditions
+from aitenant.controllers import conditions
 from aitenant.resources import Obj, annotations_of, labels_of
 from aitenant.runtime.controller import Key
 from aitenant.runtime.informer import EventType, Handler
@@ -28,7 +28,7 @@ from aitenant.settings import Settings
 
 if TYPE_CHECKING:
     from aitenant.platform.cache import PlatformCache
-    from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
+    from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
     from aitenant.runtime.controller import Controller
     from aitenant.runtime.informer import Informer
 

@@ -11,7 +11,7 @@ from lightkube.resources.rbac_authorization_v1 import Role
 
 from aitenant import contract, naming
 from aitenant.platform.cache import PlatformCache
-from aitenant.reconcilers.watches import (
+from aitenant.controllers.predicates import (
     CLAIM_OWNER_INDEX,
     GATEWAY_INDEX,
     TenantsByGateway,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from aitenant import contract
 from aitenant.errors import StepFailed
 from aitenant.platform.render import DEFAULT_MAX_EXPIRATION_DAYS, Telemetry
-from aitenant.reconcilers import ownership
+from aitenant.controllers import ownership
 from aitenant.resources import AITenantView, Obj, annotations_of, labels_of
 
 Reason = contract.ConfigReason
