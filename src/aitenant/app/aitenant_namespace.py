@@ -1,5 +1,5 @@
-"""The AITenant infrastructure namespace (``--aitenant-namespace``): ensured at start, then kept
-by a leader-only monitor (docs/contract.md §1.3).
+"""The AITenant namespace (``--aitenant-namespace``, docs/glossary.md): ensured at start, then
+kept by a leader-only monitor (docs/contract.md §1.3).
 """
 
 from __future__ import annotations

@@ -8,9 +8,9 @@ import asyncio
 from lightkube import AsyncClient
 
 from aitenant import contract
-from aitenant.controllers.caches import Caches
-from aitenant.app.controllers import Controllers
 from aitenant.app.aitenant_namespace import monitor_managed_namespace
+from aitenant.app.controllers import Controllers
+from aitenant.controllers.caches import Caches
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.manager import Manager, Runnable
 from aitenant.runtime.metrics import Metrics

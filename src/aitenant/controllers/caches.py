@@ -1,5 +1,6 @@
-"""The informers and read caches: what every pass reads instead of the API, and the order in
-which they start."""
+"""The informers and read caches both controllers and the default-tenant bootstrap share: what
+every pass reads instead of the API, and the order in which they start. Which of them wakes or
+holds back which controller is each controller's ``setup.py``."""
 
 from __future__ import annotations
 
@@ -9,15 +10,9 @@ from lightkube import AsyncClient
 from lightkube.resources.core_v1 import ConfigMap, Namespace, Secret
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from aitenant import contract, naming
+from aitenant import contract
+from aitenant.gateway_index import TenantsByGateway, index_by_gateway
 from aitenant.platform.cache import PlatformCache
-from aitenant.controllers.predicates import (
-    CLAIM_OWNER_INDEX,
-    GATEWAY_INDEX,
-    TenantsByGateway,
-    claim_owner_names,
-    gateway_index_key,
-)
 from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.informer import Informer, Obj
 from aitenant.runtime.metrics import Metrics
@@ -87,10 +82,7 @@ def build_caches(settings: Settings, client: AsyncClient, metrics: Metrics) -> C
         phases=TENANT_PHASES,
         steady=contract.PHASE_ACTIVE,
     )
-    tenants.add_index(
-        GATEWAY_INDEX,
-        lambda o: [gateway_index_key(*naming.gateway_ref_for(o, settings.gateway_namespace))],
-    )
+    by_gateway = index_by_gateway(tenants, settings.gateway_namespace)
     configs = Informer(client, MaasTenantConfig)
     claims = Informer(
         client,
@@ -98,7 +90,6 @@ def build_caches(settings: Settings, client: AsyncClient, metrics: Metrics) -> C
         namespace=settings.aitenant_namespace,
         labels={contract.LABEL_GATEWAY_CLAIM: "true"},
     )
-    claims.add_index(CLAIM_OWNER_INDEX, claim_owner_names)
     caches = Caches(
         tenants=tenants,
         configs=configs,
@@ -127,7 +118,7 @@ def build_caches(settings: Settings, client: AsyncClient, metrics: Metrics) -> C
             Informer(client, Config, namespace=None) if settings.manage_default_tenant else None
         ),
         reads=CachedReads(client),
-        by_gateway=TenantsByGateway(tenants),
+        by_gateway=by_gateway,
     )
     serve_reads(caches)
     return caches

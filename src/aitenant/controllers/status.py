@@ -18,9 +18,9 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
-from aitenant.errors import is_conflict
 from aitenant.controllers import conditions
 from aitenant.controllers.conditions import Status
+from aitenant.errors import is_conflict
 from aitenant.resources import Obj
 from aitenant.runtime.events import EventRecorder
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed
 from aitenant.controllers import ownership
+from aitenant.errors import StepFailed
 from aitenant.resources import AITenantView, Obj
 from aitenant.settings import Settings
 

@@ -43,18 +43,17 @@ from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
+from aitenant.controllers import conditions, ownership
+from aitenant.controllers.aitenant import infra_labels
+from aitenant.controllers.aitenant.context import TenantContext, check_placement
+from aitenant.controllers.aitenant.gateway_claim import GatewayClaims
+from aitenant.controllers.aitenant.rbac import TenantRoles
+from aitenant.controllers.aitenant.revocation import RevocationError, Revocations
+from aitenant.controllers.finalizers import drop_finalizer, ensure_finalizer
+from aitenant.controllers.status import StatusWriter
 from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
 from aitenant.platform import kinds
 from aitenant.platform.cache import PlatformCache
-from aitenant.controllers import conditions
-from aitenant.controllers.aitenant import infra_labels
-from aitenant.controllers import ownership
-from aitenant.controllers.finalizers import drop_finalizer, ensure_finalizer
-from aitenant.controllers.aitenant.gateway_claim import GatewayClaims
-from aitenant.controllers.aitenant.revocation import RevocationError, Revocations
-from aitenant.controllers.status import StatusWriter
-from aitenant.controllers.aitenant.context import TenantContext, check_placement
-from aitenant.controllers.aitenant.rbac import TenantRoles
 from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
 from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
 from aitenant.runtime.events import EventRecorder

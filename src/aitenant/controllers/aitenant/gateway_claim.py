@@ -1,10 +1,10 @@
 """Gateway claims: one ConfigMap per Gateway in the AITenant namespace, owned by the one
 AITenant that uses that Gateway (docs/contract.md §3.4, step 10), so that no two tenants share one.
 
-The create path calls ``ensure_gateway_claim`` (step 7 of ``aitenant.py``): the claim is
-created, or checked to be this tenant's and for this Gateway, and every other claim the tenant
-owns is deleted. Deletion calls ``delete_gateway_claims`` for every claim the tenant owns. The
-claims are read from their informer (indexed by owner, ``watches.CLAIM_OWNER_INDEX``).
+The create path calls ``ensure_gateway_claim``: the claim is created, or checked to be this
+tenant's and for this Gateway, and every other claim the tenant owns is deleted. Deletion calls
+``delete_gateway_claims`` for every claim the tenant owns. The claims are read from their
+informer, indexed by owner (``CLAIM_OWNER_INDEX``, added by ``setup.py``).
 """
 
 from __future__ import annotations
@@ -16,14 +16,28 @@ from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.core_v1 import ConfigMap
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, already_exists, is_not_found
 from aitenant.controllers import ownership
 from aitenant.controllers.aitenant.context import TenantContext
-from aitenant.controllers.predicates import CLAIM_OWNER_INDEX
-from aitenant.resources import AITenantView
+from aitenant.errors import StepFailed, already_exists, is_not_found
+from aitenant.resources import AITenantView, Obj
 from aitenant.runtime.reads import CachedReads
 
 Reason = contract.Reason
+
+CLAIM_OWNER_INDEX = "claim-owner"
+
+
+def claim_owner_names(obj: Obj) -> list[str]:
+    """Index of claim ConfigMaps: every AITenant name ``claim_owned_by`` may find in one (its
+    controller ownerReference, its owner annotation)."""
+    meta = obj.get("metadata") or {}
+    names = {
+        ref.get("name")
+        for ref in meta.get("ownerReferences") or []
+        if ref.get("controller") and ref.get("kind") == "AITenant"
+    }
+    names.add((meta.get("annotations") or {}).get(contract.ANNOTATION_AITENANT_NAME))
+    return sorted(name for name in names if name)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -22,10 +22,10 @@ from dataclasses import dataclass
 from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
-from aitenant.errors import StepFailed, is_conflict, is_not_found
-from aitenant.controllers import legacy_tenant
-from aitenant.controllers.status import StatusWriter
+from aitenant.controllers import legacy_tenant as legacy
 from aitenant.controllers.aitenant.context import TenantContext
+from aitenant.controllers.status import StatusWriter
+from aitenant.errors import StepFailed, is_conflict, is_not_found
 from aitenant.resources import AITenant, AITenantView, LegacyTenant, Obj
 from aitenant.runtime.reads import CachedReads
 from aitenant.runtime.requests import delete_with_preconditions, merge_patch
@@ -69,13 +69,13 @@ class LegacyMigration:
             return tenant, None
         legacy_tenant = dict(legacy_tenant)
         try:
-            patch = legacy_tenant.platform_context_patch(
+            patch = legacy.platform_context_patch(
                 tenant=tenant.obj,
                 legacy=legacy_tenant,
                 gateway_namespace=self.settings.gateway_namespace,
                 default_gateway_name=self.settings.gateway_name,
             )
-        except legacy_tenant.MigrationError as exc:
+        except legacy.MigrationError as exc:
             raise StepFailed(failed, str(exc), requeue_after=None, cause=exc) from None
         if patch is None:
             return tenant, legacy_tenant
@@ -122,7 +122,7 @@ class LegacyMigration:
         tenant, ns = ctx.tenant, ctx.tenant_namespace
         name = contract.LEGACY_TENANT_NAME
         failed = Reason.TENANT_CONFIG_RECONCILE_FAILED
-        patch = legacy_tenant.mark_patch(legacy_tenant, tenant.name, tenant.namespace)
+        patch = legacy.mark_patch(legacy_tenant, tenant.name, tenant.namespace)
         if patch is not None:
             try:
                 legacy_tenant = await merge_patch(
@@ -134,7 +134,7 @@ class LegacyMigration:
                 raise StepFailed.from_api(failed, exc) from None
             self.reads.remember(LegacyTenant, legacy_tenant)
             log.info("aitenant %s: legacy Tenant %s/%s marked migrated", tenant.name, ns, name)
-        if not legacy_tenant.removal_verified(
+        if not legacy.removal_verified(
             config=config,
             legacy=legacy_tenant,
             tenant_name=tenant.name,

@@ -19,9 +19,9 @@ from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, already_exists, is_not_found
 from aitenant.controllers import ownership
 from aitenant.controllers.aitenant.context import TenantContext
+from aitenant.errors import StepFailed, already_exists, is_not_found
 from aitenant.resources import AITenantView
 from aitenant.runtime.reads import CachedReads
 

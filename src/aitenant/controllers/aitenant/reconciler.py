@@ -47,18 +47,17 @@ from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from aitenant import contract, naming
-from aitenant.errors import StepFailed, already_exists, api_message, namespace_missing
-from aitenant.controllers import conditions
+from aitenant.controllers import conditions, ownership
+from aitenant.controllers import legacy_tenant as legacy
 from aitenant.controllers.aitenant import infra_labels
-from aitenant.controllers import legacy_tenant
-from aitenant.controllers import ownership
+from aitenant.controllers.aitenant.context import TenantContext, check_placement
 from aitenant.controllers.aitenant.deletion import release_gateway_labels
-from aitenant.controllers.finalizers import ensure_finalizer
 from aitenant.controllers.aitenant.gateway_claim import GatewayClaims
 from aitenant.controllers.aitenant.legacy_migration import LegacyMigration
-from aitenant.controllers.status import StatusWriter
-from aitenant.controllers.aitenant.context import TenantContext, check_placement
 from aitenant.controllers.aitenant.rbac import TenantRoles
+from aitenant.controllers.finalizers import ensure_finalizer
+from aitenant.controllers.status import StatusWriter
+from aitenant.errors import StepFailed, already_exists, api_message, namespace_missing
 from aitenant.resources import AITenant, AITenantView, Gateway, MaasTenantConfig, Obj
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.runtime.events import EventRecorder
@@ -351,7 +350,7 @@ class AITenantReconciler:
         patch = ownership.metadata_patch(
             meta.get("labels"), meta.get("annotations"), ctx.labels, ctx.annotations
         )
-        if adopting and (fill := legacy_tenant.config_spec_fill(config.get("spec"), ctx.legacy_tenant)):
+        if adopting and (fill := legacy.config_spec_fill(config.get("spec"), ctx.legacy_tenant)):
             patch = {**(patch or {}), "spec": fill}
         if patch is not None:
             try:
@@ -382,7 +381,7 @@ class AITenantReconciler:
                 "labels": ctx.labels,
                 "annotations": ctx.annotations,
             },
-            "spec": legacy_tenant.config_spec_fill({}, ctx.legacy_tenant),
+            "spec": legacy.config_spec_fill({}, ctx.legacy_tenant),
         }
         try:
             return dict(await self.client.create(MaasTenantConfig.from_dict(body)))

@@ -41,9 +41,9 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import already_exists, api_message, is_conflict
 from aitenant.controllers import conditions
-from aitenant.controllers import legacy_tenant
+from aitenant.controllers import legacy_tenant as legacy
+from aitenant.errors import already_exists, api_message, is_conflict
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.requests import get_or_none
 from aitenant.settings import Settings
@@ -170,10 +170,10 @@ def default_tenant_body(
     if legacy_tenant is not None:
         # OIDC settings the AITenant would refuse are left out: the create succeeds and the
         # tenant then reports why its legacy Tenant cannot be migrated.
-        oidc = legacy_tenant.migratable_oidc(legacy_tenant, gateway_namespace)
+        oidc = legacy.migratable_oidc(legacy_tenant, gateway_namespace)
         if oidc is not None:
             spec["oidc"] = oidc
-        _, legacy_name = legacy_tenant.legacy_gateway(legacy_tenant)
+        _, legacy_name = legacy.legacy_gateway(legacy_tenant)
         if legacy_name:
             spec["gateway"] = {"name": legacy_name}
     return {

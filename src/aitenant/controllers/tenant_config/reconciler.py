@@ -54,6 +54,17 @@ from lightkube import ApiError, AsyncClient
 from lightkube.resources.core_v1 import Pod, Secret
 
 from aitenant import contract, naming
+from aitenant.controllers import conditions
+from aitenant.controllers.finalizers import ensure_finalizer
+from aitenant.controllers.status import StatusWriter
+from aitenant.controllers.tenant_config.cleanup import remove_finalizer
+from aitenant.controllers.tenant_config.scope import has_leftover_finalizer, in_scope
+from aitenant.controllers.tenant_config.spec import (
+    check_identity,
+    max_expiration_days,
+    replicas_for,
+    telemetry_of,
+)
 from aitenant.errors import StepFailed
 from aitenant.platform import certs, kinds
 from aitenant.platform.apply import Applier, ApplyError, ApplyReport, is_unmanaged
@@ -69,17 +80,6 @@ from aitenant.platform.render import (
     names_for,
     render,
 )
-from aitenant.controllers import conditions
-from aitenant.controllers.tenant_config.cleanup import remove_finalizer
-from aitenant.controllers.tenant_config.spec import (
-    check_identity,
-    max_expiration_days,
-    replicas_for,
-    telemetry_of,
-)
-from aitenant.controllers.finalizers import ensure_finalizer
-from aitenant.controllers.status import StatusWriter
-from aitenant.controllers.predicates import has_leftover_finalizer, in_scope
 from aitenant.resources import (
     AITenant,
     AITenantView,

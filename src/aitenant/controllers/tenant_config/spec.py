@@ -7,9 +7,9 @@ something the platform cannot be rendered from (steps 2 and 4 of ``tenant_config
 from __future__ import annotations
 
 from aitenant import contract
+from aitenant.controllers import ownership
 from aitenant.errors import StepFailed
 from aitenant.platform.render import DEFAULT_MAX_EXPIRATION_DAYS, Telemetry
-from aitenant.controllers import ownership
 from aitenant.resources import AITenantView, Obj, annotations_of, labels_of
 
 Reason = contract.ConfigReason

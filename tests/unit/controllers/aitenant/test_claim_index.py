@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from aitenant import contract
-from aitenant.controllers.predicates import claim_owner_names
+from aitenant.controllers.aitenant.gateway_claim import claim_owner_names
 
 
 def test_controller_reference_and_annotation_both_file_the_claim() -> None:

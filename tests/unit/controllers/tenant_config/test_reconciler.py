@@ -12,13 +12,6 @@ import trustme
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
-from aitenant.errors import StepFailed
-from aitenant.platform import certs, kinds
-from aitenant.platform.apply import Applier
-from aitenant.platform.cache import PlatformCache
-from aitenant.platform.discovery import ApiDiscovery
-from aitenant.platform.prune import TrackedObjects
-from aitenant.platform.render import names_for
 from aitenant.controllers.tenant_config import reconciler as tenant_config
 from aitenant.controllers.tenant_config.reconciler import (
     FirstRollouts,
@@ -27,6 +20,13 @@ from aitenant.controllers.tenant_config.reconciler import (
     pod_problem,
     rolled_out_with,
 )
+from aitenant.errors import StepFailed
+from aitenant.platform import certs, kinds
+from aitenant.platform.apply import Applier
+from aitenant.platform.cache import PlatformCache
+from aitenant.platform.discovery import ApiDiscovery
+from aitenant.platform.prune import TrackedObjects
+from aitenant.platform.render import names_for
 from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Key, Result
 from aitenant.runtime.reads import CachedReads

@@ -7,9 +7,9 @@ from typing import Any
 import pytest
 
 from aitenant import contract
+from aitenant.controllers.tenant_config.spec import check_identity, replicas_for, telemetry_of
 from aitenant.errors import StepFailed
 from aitenant.platform.render import Telemetry
-from aitenant.controllers.tenant_config.spec import check_identity, replicas_for, telemetry_of
 from aitenant.resources import AITenantView
 
 

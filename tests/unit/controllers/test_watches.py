@@ -1,4 +1,5 @@
-"""What an informer event means to the controllers (``reconcilers/watches.py``)."""
+"""What an informer event means to the controllers (each one's ``setup.py``, and the shared
+``controllers/predicates.py``)."""
 
 from __future__ import annotations
 
@@ -6,23 +7,24 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from aitenant import contract
-from aitenant.controllers.predicates import (
+from aitenant.controllers.aitenant.setup import (
     annotated_owner,
+    owners_of_config,
+    requeue_aitenants,
+    tenant_changed,
+)
+from aitenant.controllers.predicates import settled, status_overwritten
+from aitenant.controllers.tenant_config.setup import (
     config_changed,
     config_key_of_tenant,
-    owners_of_config,
     platform_context_changed,
-    requeue_aitenants,
     requeue_configs,
-    settled,
-    status_overwritten,
-    tenant_changed,
     tracked_config_key,
 )
 from aitenant.runtime.controller import Key
 from aitenant.settings import Settings
 
-from .test_config_spec import config
+from .tenant_config.test_spec import config
 
 
 def test_platform_context_changed() -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 
 from aitenant import contract
-from aitenant.controllers.predicates import has_leftover_finalizer, in_scope, wanted
+from aitenant.controllers.tenant_config.scope import has_leftover_finalizer, in_scope, wanted
 from aitenant.settings import Settings
 
 MANAGED = {contract.LABEL_MANAGED_BY_AITENANT: "true"}

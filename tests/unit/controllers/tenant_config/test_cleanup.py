@@ -9,15 +9,15 @@ from typing import Any
 from lightkube import AsyncClient
 
 from aitenant import contract
+from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.prune import TrackedObjects
-from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
 from aitenant.runtime.controller import Done, Key, RequeueAfter
 from aitenant.settings import Settings
 
-from ..scripted_api import ScriptedApi, echo, listing, ok
-from .test_status import CONFIGS, config
+from ...scripted_api import ScriptedApi, echo, listing, ok
+from ..test_status import CONFIGS, config
 
 GROUP = "/apis/maas.opendatahub.io/v1alpha1/namespaces/ai-tenant-red"
 INFRA, GATEWAY_NS = "infra", "gateways"

@@ -10,18 +10,18 @@ import httpx
 import pytest
 
 from aitenant import contract, naming
-from aitenant.platform.cache import PlatformCache
 from aitenant.controllers.aitenant.deletion import REQUEUE_REVOCATION, TenantFinalizer
 from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
 from aitenant.controllers.status import StatusWriter
+from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, AITenantView
 from aitenant.runtime.controller import Done, RequeueAfter, Retry
 from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
-from ..scripted_api import ScriptedApi, echo, listing, ok, status
-from .test_aitenant import EVENTS, GATEWAY_NS, NS, TENANTS, tenant
+from ...scripted_api import ScriptedApi, echo, listing, ok, status
+from .test_reconciler import EVENTS, GATEWAY_NS, NS, TENANTS, tenant
 
 DELETED_AT = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 SETTINGS = Settings(

@@ -10,7 +10,7 @@ from aitenant.resources import AITenant, MaasTenantConfig
 from aitenant.runtime.events import EventRecorder
 
 from ..scripted_api import ScriptedApi, echo, ok, status
-from .test_aitenant import EVENTS, TENANTS, tenant
+from .aitenant.test_reconciler import EVENTS, TENANTS, tenant
 
 CONFIGS = "/apis/maas.opendatahub.io/v1alpha1/namespaces/ai-tenant-red/maastenantconfigs"
 

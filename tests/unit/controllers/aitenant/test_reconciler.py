@@ -6,8 +6,8 @@ import json
 from typing import Any
 
 from aitenant import contract, naming
-from aitenant.controllers.aitenant.reconciler import AITenantReconciler, config_not_ready_message
 from aitenant.controllers.aitenant.infra_labels import LEDGER
+from aitenant.controllers.aitenant.reconciler import AITenantReconciler, config_not_ready_message
 from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
@@ -15,7 +15,7 @@ from aitenant.runtime.events import EventRecorder
 from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
-from ..scripted_api import ScriptedApi, echo, ok, status
+from ...scripted_api import ScriptedApi, echo, ok, status
 
 NS = "ai-tenants"
 GATEWAY_NS = "gateways"
