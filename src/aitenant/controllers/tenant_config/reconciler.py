@@ -1,45 +1,12 @@
-"""MaasTenantConfig reconciler: the tenant's maas-api platform (docs/contract.md §3.6 and
-§5.4; docs/differences.md D5, D6, D9).
+"""MaasTenantConfig reconciler: the tenant's maas-api platform (docs/contract.md §3.6, §5.4;
+docs/differences.md D5, D6, D9). ``_reconcile_live`` is a pass over a live config in scope, its
+steps in order; which configs are in scope is ``scope.py``.
 
-Only configs named ``default-tenant`` are ever served. Scope follows
-``--enable-tenant-namespace-discovery``: without it only the one in
-``--maas-subscription-namespace``, as upstream; with it, every AITenant-managed one. A config
-outside the scope gets no finalizer and no status, and nothing is deleted for it; the only write
-it can get is the removal of a cleanup finalizer an older controller left on it
-(``has_leftover_finalizer``).
-
-A live config in scope, in order (each failure sets Ready=False with the reason in brackets):
-
-1. ``ensure_finalizer``        ``maas.opendatahub.io/tenant-cleanup``, so the cleanup runs
-2. ``owner_of``                the AITenant whose tenant namespace holds  [InvalidTenantConfig]
-   ``check_identity``          the config; our labels and annotations
-                               agree with it (docs/contract.md §3.7)
-3. ``platform_context``        owning AITenant's status.gatewayRef;       [InvalidGateway]
-                               the Gateway must exist                     [GatewayNotReady]
-4. ``telemetry_of``            spec.telemetry switches are booleans       [InvalidTenantConfig]
-   ``check_inputs``            the CA files (docs/differences.md D9)      [MissingInput]
-                               served APIs, the DB Secret and its key     [DependencyMissing]
-5. ``serving_cert``            keep the tenant's certificate or issue a new one
-   ``backend_ca``              the CAs for the BackendTLSPolicy, where that kind is served
-                               (the old one too until a CA change has rolled out)
-6. render, apply, prune        Jinja2 templates → server-side apply;      [RenderFailed,
-                               delete what is no longer rendered           ApplyFailed]
-7. readiness                   Deployment maas-api[-t] Available at its   [MaaSAPINotAvailable]
-                               generation → Ready=True ``Reconciled``
-
-Live copies come from the platform cache (informers on everything the platform writes), so
-reconciling an unchanged tenant reads two objects (the DB Secret and the CronJob) and writes
-nothing: objects are applied only when the live copy lacks a value we render, and the status
-only when it differs. Transient API answers (409, 429, 5xx) are retried with backoff, without
-a status; a new tenant's first status waits for its first rollout (about a second) so it goes
-straight to Ready instead of Pending-then-Ready.
-
-A deleting config that carries the finalizer is handed to ``cleanup``
-(``config_deletion.ConfigCleanup``), given to the reconciler as the AITenant reconciler is
-given its ``finalize``.
-Which configs are in scope and which events re-queue one is decided in ``watches``; the CA and
-serving certificates are ``platform.certs``'s, finding and pruning the tenant's objects
-``platform.prune``'s.
+Live copies come from the platform cache, so reconciling an unchanged tenant reads two objects
+(the DB Secret and the CronJob) and writes nothing. Transient API answers (409, 429, 5xx) are
+retried with backoff, without a status; a new tenant's first status waits for its first rollout
+(about a second) so it goes straight to Ready instead of Pending-then-Ready. A deleting config is
+handed to ``cleanup`` (``cleanup.ConfigCleanup``).
 """
 
 from __future__ import annotations
@@ -53,7 +20,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 from lightkube.resources.core_v1 import Pod, Secret
 
-from aitenant import contract, naming
+from aitenant import certificates, contract, naming
 from aitenant.controllers import conditions
 from aitenant.controllers.finalizers import ensure_finalizer
 from aitenant.controllers.status import StatusWriter
@@ -66,7 +33,7 @@ from aitenant.controllers.tenant_config.spec import (
     telemetry_of,
 )
 from aitenant.errors import StepFailed
-from aitenant.platform import certs, kinds
+from aitenant.platform import kinds
 from aitenant.platform.apply import Applier, ApplyError, ApplyReport, is_unmanaged
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
@@ -101,7 +68,7 @@ REQUEUE_FIRST_ROLLOUT = 2.0
 RESYNC_READY = 300.0
 DB_URL_KEY = "DB_CONNECTION_URL"
 
-# The cleanup of a deleting config (``config_deletion.ConfigCleanup``), as the AITenant
+# The cleanup of a deleting config (``cleanup.ConfigCleanup``), as the AITenant
 # reconciler's ``Finalize``.
 Cleanup = Callable[[Key, Obj], Awaitable[Result]]
 
@@ -193,15 +160,15 @@ def pod_problem(pod: Pod) -> str | None:
     return None
 
 
-def rolled_out_with(deployment: Obj | None, fingerprint: str) -> bool:
-    """No maas-api pod can still serve a certificate but the one ``fingerprint`` names: the
+def rolled_out_with(deployment: Obj | None, pem_sha256: str) -> bool:
+    """No maas-api pod can still serve a certificate but the one ``pem_sha256`` names: the
     Deployment's template names it and is rolled out (observed, no pod of an older template
     left), or there is no Deployment, or it is opted out (we roll nothing of it)."""
     if deployment is None or is_unmanaged(deployment):
         return True
     template = (deployment.get("spec") or {}).get("template") or {}
     annotations = (template.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(contract.ANNOTATION_SERVING_CERT_SHA256) != fingerprint:
+    if annotations.get(contract.ANNOTATION_SERVING_CERT_SHA256) != pem_sha256:
         return False
     if not observed(deployment):
         return False
@@ -239,10 +206,10 @@ class TenantConfigReconciler:
         # What the platform is written and pruned through, shared with ``cleanup``.
         self.applier = applier
         self.tracked = tracked
-        # A deleting config in scope is handed to it (``config_deletion.ConfigCleanup``).
+        # A deleting config in scope is handed to it (``cleanup.ConfigCleanup``).
         self.cleanup = cleanup
-        self.ca = certs.CALoader(settings.maas_api_ca_file, settings.maas_api_ca_key_file)
-        self.certs = certs.ServingCerts(self.ca, settings.effective_infra_namespace, now)
+        self.ca = certificates.CALoader(settings.maas_api_ca_file, settings.maas_api_ca_key_file)
+        self.certs = certificates.ServingCerts(self.ca, settings.effective_infra_namespace, now)
         # The config generation the user-metrics privacy warning was last logged for.
         self._warned_user_metrics: dict[Key, int] = {}
         self.first_rollouts = FirstRollouts(REQUEUE_FIRST_ROLLOUT)
@@ -384,7 +351,7 @@ class TenantConfigReconciler:
         """Flags, served APIs and the DB Secret."""
         try:
             self.ca.load()
-        except certs.CAError as exc:
+        except certificates.CAError as exc:
             raise StepFailed(Reason.MISSING_INPUT, str(exc)) from None
         await self.check_apis(telemetry)
         secret_name = self.settings.maas_api_db_secret
@@ -419,20 +386,22 @@ class TenantConfigReconciler:
                 phase=contract.PHASE_PENDING,
             )
 
-    def serving_cert(self, secret: Obj | None, service: str) -> certs.ServingCert:
-        """Step 5: the certificate to render: the live one while it is good, else a new one."""
-        current = certs.from_secret(secret)
+    def serving_cert(self, secret: Obj | None, service: str) -> certificates.ServingCert:
+        """The certificate to render: the live one while it is good, else a new one."""
+        current = certificates.from_secret(secret)
         if secret is not None and is_unmanaged(secret):
             # Opted out: render what is there, so nothing else churns on its account.
-            return current or certs.ServingCert("", "", "")
+            return current or certificates.ServingCert("", "", "")
         return self.certs.for_service(current, service)
 
-    async def backend_ca(self, serving: certs.ServingCert, names: PlatformNames) -> str | None:
-        """Step 5b: the CAs the Gateway is to trust for TLS to maas-api, or None where
+    async def backend_ca(
+        self, serving: certificates.ServingCert, names: PlatformNames
+    ) -> str | None:
+        """The CAs the Gateway is to trust for TLS to maas-api, or None where
         BackendTLSPolicy is not served. That is the ``ca.crt`` of the certificate maas-api
         serves: the charm's CA, unless the serving Secret is opted out and names another (one
         that names none falls back to the charm's); after a CA change, the CAs trusted before
-        too, until every pod serves the new certificate (``certs.trust_bundle``). Not a
+        too, until every pod serves the new certificate (``gateway_trust_bundle``). Not a
         dependency: without the kind the config is still Ready, and such a Gateway needs TLS
         to maas-api set up its own way (docs/platform.md §11)."""
         if not await self.discovery.serves(kinds.BACKEND_TLS_POLICY):
@@ -440,22 +409,22 @@ class TenantConfigReconciler:
         current = serving.ca_pem or self.ca.load().cert_pem
         infra = self.settings.effective_infra_namespace
         bundle = await self.cache.read(kinds.CONFIG_MAP, infra, names.backend_ca)
-        trusted_before = ((bundle or {}).get("data") or {}).get(certs.CA_CERT_KEY)
+        trusted_before = ((bundle or {}).get("data") or {}).get(certificates.CA_CERT_KEY)
         if trusted_before is None or trusted_before == current:
             return current  # the usual case: nothing changed, nothing more to read
         deployment = await self.cache.read(kinds.DEPLOYMENT, infra, names.api)
-        rolled_out = rolled_out_with(deployment, serving.fingerprint)
-        return certs.trust_bundle(current, trusted_before, rolled_out=rolled_out)
+        rolled_out = rolled_out_with(deployment, serving.pem_sha256)
+        return certificates.gateway_trust_bundle(current, trusted_before, rolled_out=rolled_out)
 
     def render(self, ctx: PlatformContext) -> list[Manifest]:
-        """Step 6a: the tenant's platform from the templates → RenderFailed."""
+        """The tenant's platform from the templates → RenderFailed."""
         try:
             return render(ctx)
         except RenderError as exc:
             raise StepFailed(Reason.RENDER_FAILED, str(exc)) from None
 
     async def apply(self, key: Key, manifests: list[Manifest]) -> ApplyReport:
-        """Step 6b: server-side apply of what differs from the live copies → ApplyFailed."""
+        """Server-side apply of what differs from the live copies → ApplyFailed."""
         try:
             return await self.applier.apply_all(manifests, self.cached)
         except ApplyError as exc:
@@ -464,7 +433,7 @@ class TenantConfigReconciler:
     async def prune(
         self, key: Key, tenant: Tenant, manifests: list[Manifest], gateway_namespace: str
     ) -> None:
-        """Step 6c: delete the tenant's objects that were not rendered this time."""
+        """Delete the tenant's objects that were not rendered this time."""
         try:
             await self.tracked.prune(
                 key, tenant, frozenset(m.ref for m in manifests), gateway_namespace
@@ -481,7 +450,7 @@ class TenantConfigReconciler:
     async def rollout_readiness(
         self, key: Key, report: ApplyReport, names: PlatformNames, status: StatusWriter
     ) -> Result:
-        """Step 7: Ready once the maas-api Deployment is Available at its generation; a new
+        """Ready once the maas-api Deployment is Available at its generation; a new
         tenant's first rollout writes no waiting status for its window (``FirstRollouts``)."""
         infra = self.settings.effective_infra_namespace
         deployment = report.live.get(("apps", "Deployment", infra, names.api))
@@ -537,8 +506,8 @@ class TenantConfigReconciler:
         return None
 
     def warn_user_metrics(self, key: Key, generation: int) -> None:
-        """Upstream's privacy warning when user identities go into metrics; once per
-        generation of the config here, not on every pass."""
+        """The privacy warning when user identities go into metrics (docs/contract.md §3.6);
+        once per generation of the config, not on every pass."""
         if self._warned_user_metrics.get(key) == generation:
             return
         self._warned_user_metrics[key] = generation

@@ -1,5 +1,5 @@
 """The MaasTenantConfig reconciler's pure decisions: readiness, serving certificate, warnings
-(what a config asks for: test_config_spec.py)."""
+(what a config asks for: test_spec.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import trustme
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Pod
 
+from aitenant import certificates
 from aitenant.controllers.tenant_config import reconciler as tenant_config
 from aitenant.controllers.tenant_config.reconciler import (
     FirstRollouts,
@@ -21,7 +22,7 @@ from aitenant.controllers.tenant_config.reconciler import (
     rolled_out_with,
 )
 from aitenant.errors import StepFailed
-from aitenant.platform import certs, kinds
+from aitenant.platform import kinds
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.discovery import ApiDiscovery
@@ -141,7 +142,7 @@ def test_serving_certificate_is_issued_once_and_kept(tmp_path: Path) -> None:
     # An opted-out Secret is rendered as it is, whatever it holds.
     secret["metadata"]["annotations"] = {"opendatahub.io/managed": "false"}
     secret["data"] = {}
-    assert reconciler.serving_cert(secret, "maas-api-red") == certs.ServingCert("", "", "")
+    assert reconciler.serving_cert(secret, "maas-api-red") == certificates.ServingCert("", "", "")
 
 
 def test_user_metrics_privacy_warning_once_per_generation(
@@ -199,7 +200,7 @@ async def test_backend_tls_follows_what_the_api_server_serves(
     serving = reconciler.serving_cert(None, "maas-api-red")
     assert await reconciler.backend_ca(serving, names) == (charm_ca if served else None)
     # An opted-out serving Secret's own CA, when it names one, is the one that signed it.
-    other = certs.ServingCert("cert", "key", "other CA")
+    other = certificates.ServingCert("cert", "key", "other CA")
     assert await reconciler.backend_ca(other, names) == ("other CA" if served else None)
 
 
@@ -230,13 +231,13 @@ async def test_backend_tls_trusts_the_old_ca_until_the_new_certificate_rolled_ou
     serving = reconciler.serving_cert(None, "maas-api-red")
     live["Deployment"] = maas_api_deployment("the old certificate")
     both = await reconciler.backend_ca(serving, names)
-    assert both == certs.trust_bundle(new_ca, old_ca, rolled_out=False) != new_ca
+    assert both == certificates.gateway_trust_bundle(new_ca, old_ca, rolled_out=False) != new_ca
     # Applied and rolling out: still both.
     live["ConfigMap"] = {"data": {"ca.crt": both}}
-    live["Deployment"] = maas_api_deployment(serving.fingerprint, observed=1)
+    live["Deployment"] = maas_api_deployment(serving.pem_sha256, observed=1)
     assert await reconciler.backend_ca(serving, names) == both
     # Rolled out: the new CA alone.
-    live["Deployment"] = maas_api_deployment(serving.fingerprint)
+    live["Deployment"] = maas_api_deployment(serving.pem_sha256)
     assert await reconciler.backend_ca(serving, names) == new_ca
 
 
