@@ -129,7 +129,7 @@ def serve_reads(caches: Caches) -> None:
     for informer in (caches.gateways, caches.db_secret):
         caches.reads.serve(informer)
     # Their callers create on None and read the object back on AlreadyExists, or (legacy
-    # Tenants, as upstream's cached client) take a miss as "none": a miss may be trusted.
+    # Tenants) take a miss as "none": a miss may be trusted.
     for informer in (
         caches.configs,
         caches.claims,

@@ -1,21 +1,7 @@
-"""Migration from a legacy ``Tenant/default-tenant`` (docs/contract.md §6): pure decisions.
-
-Before AITenant, one ``Tenant/default-tenant`` per namespace held everything. Its content is now
-split: the platform context (Gateway name, OIDC) belongs to the AITenant spec, the MaaS settings
-(``apiKeys``, ``telemetry``) to ``MaasTenantConfig/default-tenant``. Only the legacy object in
-the AITenant's own tenant namespace is considered, and every copy is fill-only: a value already
-on the target wins, so nothing an administrator set is ever overwritten.
-
-``legacy_migration.py`` does the I/O, for the AITenant reconciler, in this order:
-
-1. ``platform_context_patch``  every pass while the legacy object exists, before
-                               ``status.gatewayRef`` is written → ``LegacyTenantMigrationFailed``
-2. ``config_spec_fill``        when the reconciler creates or adopts the MaasTenantConfig
-3. ``mark_patch``              ``deprecated-by`` / ``migrated-to``, stale finalizers dropped
-4. ``removal_verified``        the legacy object is deleted (UID + resourceVersion
-                               preconditions) only once the config provably holds its settings
-
-``payloadProcessing`` is not migrated and takes no part in the verification, as upstream.
+"""Migration from a legacy ``Tenant/default-tenant`` (docs/contract.md §6): the pure decisions,
+shared by the AITenant reconciler (``aitenant/legacy_migration.py`` does its I/O) and the
+default-tenant bootstrap. Every copy is fill-only: a value already on the target wins, so
+nothing an administrator set is ever overwritten.
 """
 
 from __future__ import annotations
@@ -38,7 +24,7 @@ LEGACY_FIELD = {"oidc": "externalOIDC", "gateway": "gatewayRef"}
 
 
 class MigrationError(Exception):
-    """The legacy object cannot be migrated as it is; the message is upstream's."""
+    """The legacy object cannot be migrated as it is; the message: docs/contract.md §6.1."""
 
 
 def _spec(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:

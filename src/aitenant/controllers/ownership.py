@@ -1,6 +1,6 @@
 """Who owns what: the metadata an AITenant stamps on its children and the ownership rules.
 
-Ownership across namespaces is recorded in annotations (no ownerReferences), as upstream:
+Ownership across namespaces is recorded in annotations (no ownerReferences; docs/contract.md §3.2):
 an object is *owned by* tenant A when both owner annotations name A; it is *managed by another
 AITenant* when it carries either owner annotation but is not owned by A.
 """

@@ -27,7 +27,7 @@ from aitenant.runtime.events import EventRecorder
 Reason = contract.Reason
 WARNING_PHASES = {contract.PHASE_FAILED}
 WARNING_REASONS = {Reason.DELETION_BLOCKED}
-# Reasons announced by an Event of their own (upstream's AITenantCleanupForced).
+# Reasons announced by an Event of their own (AITenantCleanupForced, docs/contract.md §5.5).
 SILENT_REASONS = {Reason.CLEANUP_FORCED}
 
 

@@ -22,8 +22,8 @@ UPDATE
   two tenants that already share a Gateway from ever losing their finalizers.
 DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
 
-Gateway uniqueness counts AITenants that are being deleted and skips the object itself, as
-upstream does: a Gateway is free again only once its previous tenant is gone.
+Gateway uniqueness counts AITenants that are being deleted and skips the object itself
+(docs/contract.md §2.2): a Gateway is free again only once its previous tenant is gone.
 """
 
 from __future__ import annotations
@@ -196,7 +196,7 @@ def _check_gateway_unique(
         return deny(f"failed to list AITenants: {exc}")
     me = (_meta_str(obj, "namespace"), _meta_str(obj, "name"))
     for holder in sorted(set(holders)):
-        # Upstream lists only the AITenant namespace; misplaced tenants never claim a Gateway.
+        # Only the AITenant namespace counts: misplaced tenants never claim a Gateway.
         if holder == me or holder[0] != policy.aitenant_namespace:
             continue
         return deny(

@@ -1,5 +1,5 @@
 """Where an AITenant may live and what one pass derives from it: shared by the create path
-(``aitenant.py``) and deletion (``deletion.py``), and handed to each step module."""
+(``reconciler.py``) and deletion (``deletion.py``), and handed to each step module."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ Reason = contract.Reason
 
 
 def check_placement(tenant: AITenantView, settings: Settings) -> str:
-    """The derived tenant namespace, or StepFailed(InvalidPlacement) with upstream's message."""
+    """The derived tenant namespace, or StepFailed(InvalidPlacement) (docs/contract.md §3.4)."""
     s = settings
     ref = f"AITenant {tenant.namespace}/{tenant.name}"
     infra = s.effective_infra_namespace

@@ -1,34 +1,10 @@
-"""AITenant deletion (docs/contract.md §5, docs/differences.md D2 and D8).
+"""AITenant deletion, ``TenantFinalizer.finalize``: the steps of docs/contract.md §5.1, in its
+order (docs/differences.md D2 and D8).
 
-Order of ``finalize`` for a deleting AITenant that still carries our finalizer:
-
-0. deletion timeout reached → ``force_cleanup`` (CleanupForced, one best-effort pass, no
-   revocation, finalizer removed)
-1. status Terminating/DeletionInProgress, unless it is DeletionBlocked: a blocked deletion
-   stays so, one write and one Event, while it retries (docs/differences.md D28)
-2. ``ensure_api_keys_revoked``       → DeletionBlocked naming the URL and cause; retried. The
-                                       call runs in the background (``Revocations``); the
-                                       pass requeues while it runs and reads its outcome later
-3. ``delete_tenant_config``          its ``tenant-cleanup`` finalizer runs the MaaS cleanup;
-                                       we wait (requeue) until it is gone
-4. ``delete_tenant_rbac``            owned Roles and owned legacy RoleBindings only
-                                       (``tenant_rbac``)
-5. ``release_tenant_namespace``      our labels/annotations removed; the namespace is kept
-6. ``delete_gateway_auth_policy``    unless annotated ``opendatahub.io/managed: "false"``, or
-                                       another tenant holds the Gateway
-                                       (docs/differences.md D27)
-7. ``delete_gateway_claims``         every claim this tenant owns (``gateway_claim``)
-8. ``release_infra_namespace_labels``
-9. ``remove_finalizer``
-
-The Gateway is never written. An AITenant that failed placement never got any child; its
-name may even equal a real tenant's, so its deletion skips revocation and the namespaced
-cleanup and only removes claims it owns by UID and its finalizer.
-
-Reads come from the informers where one holds the kind (the config, Roles, namespaces, claims,
-the Gateway AuthPolicy), as in a reconcile pass: a pass that runs because the config is gone
-was woken by that very event. Only legacy RoleBindings, which nothing watches, are read from the
-API. A write made on a stale copy fails on its resourceVersion and the pass is retried.
+Reads come from the informers where one holds the kind, as in a reconcile pass: a pass that runs
+because the config is gone was woken by that very event. Only legacy RoleBindings, which nothing
+watches, are read from the API; a write made on a stale copy fails on its resourceVersion and
+the pass is retried.
 """
 
 from __future__ import annotations

@@ -165,7 +165,7 @@ class GatewayClaims:
 
 
 def claim_owned_by(meta: ObjectMeta, tenant: AITenantView) -> bool:
-    """Upstream's claim-ownership rule: the controller ownerRef first, annotations as fallback."""
+    """Who owns a claim: the controller ownerRef first, annotations as fallback."""
     controller = next((r for r in meta.ownerReferences or [] if r.controller), None)
     if controller is not None:
         if controller.kind != "AITenant" or controller.name != tenant.name:

@@ -1,17 +1,7 @@
-"""Migration from a legacy ``Tenant/default-tenant``: the reads and writes (docs/contract.md §6).
-What to copy, mark and verify is decided in ``legacy_tenant.py``, purely; this module does the I/O.
-
-The create path (``aitenant.py``) calls, in order:
-
-1. ``migrate_legacy_platform_context``  step 2a, every pass while the legacy object exists: its
-                                        Gateway name and OIDC filled into the AITenant's spec
-                                        (docs/contract.md §6.1) before status.gatewayRef is
-                                        written
-2. ``retire_legacy_tenant``             step 8, after the MaasTenantConfig was created or
-                                        adopted with the legacy apiKeys/telemetry
-                                        (docs/contract.md §6.2): the legacy object marked
-                                        migrated (docs/contract.md §6.3), then deleted once
-                                        verified (docs/contract.md §6.4)
+"""Migration from a legacy ``Tenant/default-tenant``: the reads and writes (docs/contract.md §6),
+decided by ``legacy_tenant.py``. ``migrate_legacy_platform_context`` is step 5 of
+docs/contract.md §3.4 (docs/contract.md §6.1); ``retire_legacy_tenant`` runs after the
+MaasTenantConfig was created or adopted, in step 12 (docs/contract.md §6.2-6.4).
 """
 
 from __future__ import annotations
@@ -53,10 +43,10 @@ class LegacyMigration:
         (tenant, legacy).
 
         A legacy Tenant that cannot be migrated is ``LegacyTenantMigrationFailed`` without
-        requeue, as upstream: only a change brings the tenant back. An API error on the way is
-        reported the same but retried (upstream leaves it Failed until another event, which
-        strands tenants on any transient 5xx). A successful spec patch does not end the
-        pass (docs/differences.md D1): the rest of the pass runs on the patched object.
+        requeue: only a change brings the tenant back. An API error on the way is reported the
+        same but retried, so no tenant is stranded by a transient 5xx (docs/contract.md §6.1).
+        A successful spec patch does not end the pass (docs/differences.md D1): the rest of the
+        pass runs on the patched object.
         """
         failed = Reason.LEGACY_TENANT_MIGRATION_FAILED
         try:

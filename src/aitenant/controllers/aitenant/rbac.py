@@ -1,8 +1,8 @@
-"""The tenant's RBAC: two Roles with exactly upstream's rules (docs/contract.md §3.4, step 13),
+"""The tenant's RBAC: two Roles with the contract's rules (docs/contract.md §3.4, step 13),
 named after the tenant, one in its tenant namespace and one beside the AITenant.
 RoleBindings are the administrators' job.
 
-The create path calls ``ensure_tenant_admin_roles`` (step 9 of ``aitenant.py``): each Role is
+The create path calls ``ensure_tenant_admin_roles``: each Role is
 created, or has its rules and our labels restored. Deletion calls ``delete_tenant_rbac``: the
 Roles and the RoleBindings older controllers made, each only when this tenant owns it.
 """

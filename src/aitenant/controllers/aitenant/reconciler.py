@@ -1,38 +1,11 @@
-"""The AITenant reconciler: create path (docs/contract.md §3) and dispatch to deletion.
+"""The AITenant reconciler: the create path of a live AITenant, in the order and with the step
+numbers of docs/contract.md §3.4, and dispatch to deletion (``deletion.py``).
 
-Level-triggered: every pass reads the AITenant from the informer cache and its children from the
-API, computes what should exist and makes only the writes that differ. After a successful write the
-pass continues (docs/differences.md D1); it requeues only while waiting on state it does not watch.
-A pass over an Active tenant whose world is unchanged makes no write at all.
-
-Flow of ``reconcile`` for a live AITenant, in order (the module doing a step in brackets):
-
-1. ``ensure_finalizer``                     [finalizers]
-2. ``check_placement``                      → Failed/InvalidPlacement, no requeue [tenant_context]
-2a. ``migrate_legacy_platform_context``     legacy Tenant's gateway name and OIDC filled into
-                                              the spec (docs/contract.md §6.1); the pass
-                                              continues with the patched object →
-                                              Failed/LegacyTenantMigrationFailed, no requeue
-                                              [legacy_migration]
-3. ``release_previous_gateway_labels``      the tenant moved to another Gateway: the one in
-                                              status.gatewayRef leaves the infra namespace's
-                                              label ledger, unless another tenant holds it
-   ``persist_platform_context``             status.tenantNamespace + status.gatewayRef written
-                                              before any child exists
-4. (default tenant) ``ensure_tenant_resources`` before the Gateway check
-5. ``check_gateway``                        → Failed/GatewayCheckFailed, 30 s (and Gateway watch)
-6. ``ensure_infra_namespace_gateway_labels`` → Degraded on error, never fatal
-7. ``ensure_gateway_claim``                 → Failed/GatewayClaimFailed, 30 s [gateway_claim]
-8. (other tenants) ``ensure_tenant_resources``: namespace, then MaasTenantConfig (legacy
-   apiKeys/telemetry filled in at create/adopt time, then the legacy Tenant marked and, once
-   verified, removed: docs/contract.md §6.2-6.4, ``retire_legacy_tenant`` [legacy_migration])
-9. ``ensure_tenant_admin_roles``            → Failed/RBACReconcileFailed, 30 s [tenant_rbac]
-10. Active when the MaasTenantConfig is Ready at its generation, else Pending/TenantConfigNotReady
-
-A failure caused by a transient API answer (409, 429, 5xx, a broken connection) is recorded
-the same way but retried with the per-key backoff instead of the fixed 30 s: every pass makes
-several uncached requests, so at a few percent of faults a fixed 30 s would leave tenants
-failing for minutes.
+Level-triggered: each pass writes only what differs and goes on after a write
+(docs/differences.md D1). A failure caused by a transient API answer (409, 429, 5xx, a broken
+connection) is recorded like any other but retried with the per-key backoff, not the fixed
+30 s: a pass makes several uncached requests, so at a few percent of faults a fixed 30 s would
+leave tenants failing for minutes.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""The AITenant controller: what it waits for, its index, and what wakes it.
+"""The AITenant controller: what it waits for, its index, and what wakes it (docs/contract.md
+§3.3).
 
 Waits for the AITenants, the MaasTenantConfigs, the Gateway claims, the tenant Roles, the
 Namespaces and the legacy Tenants. Wakes on:

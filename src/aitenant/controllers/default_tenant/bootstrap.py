@@ -1,32 +1,7 @@
-"""The default tenant: ``Config/default`` and ``AITenant/models-as-a-service``
-(docs/contract.md §4, docs/differences.md D7).
-
-A leader-only loop, run at start, every 30 s and whenever ``wake()`` is called (the informer
-handlers in ``app.py`` call it on events of ``Config/default``, of the default AITenant and of
-its ``MaasTenantConfig/default-tenant``). Each tick, with ``--manage-default-tenant`` on:
-
-1. ``Config/default`` missing → create it (docs/differences.md D7: nothing else creates the
-   anchor in a Juju model). Being deleted, or without a UID yet → wait.
-2. the default AITenant, by the decision table of ``plan_bootstrap``:
-   * missing, Config not marked → create it: ``spec.gateway.name`` = ``--gateway-name``, or the
-     name and OIDC of a legacy ``Tenant/default-tenant`` in ``--maas-subscription-namespace``;
-     a non-controller ownerReference to the Config, so deleting the Config garbage-collects it;
-   * missing, Config marked → an administrator deleted it: leave it deleted until the Config
-     is recreated (a new Config has no marker: "once per Config lifecycle");
-   * present, live and Ready → mark the Config
-     (``maas.opendatahub.io/default-aitenant-bootstrapped: "true"``);
-   * present without a Config ownerReference → add one (docs/contract.md §4.2);
-   * present with a reference to an *earlier* Config/default (other UID) → leave it: it belongs
-     to the previous Config lifecycle and the garbage collector is deleting it. Re-pointing it at
-     the new Config, as upstream does, races the collector and can rescue a tenant whose Config
-     an administrator just deleted.
-3. ``MaasTenantConfig/default-tenant`` in ``--maas-subscription-namespace`` gets the same
-   non-controller ownerReference when it has none (docs/contract.md §4.2).
-
-The AITenant is never modified otherwise; everything else about the default tenant is the
-AITenant reconciler's job. Upstream's pause gates on the ``maas-controller`` Deployment are not
-reproduced (docs/differences.md, "Out of scope").
-"""
+"""The default tenant: ``Config/default`` and ``AITenant/models-as-a-service``, a leader-only
+loop run at start, every 30 s and on ``wake()`` (``setup.py`` says on which events). Each tick
+carries out ``plan_bootstrap``'s decision table: docs/contract.md §4.1 and §4.2, docs/differences.md
+D7 and D13."""
 
 from __future__ import annotations
 

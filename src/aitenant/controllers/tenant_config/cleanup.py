@@ -1,19 +1,5 @@
-"""MaasTenantConfig deletion: the tenant's cleanup (docs/contract.md §5.4).
-
-A deleting config in scope that carries ``maas.opendatahub.io/tenant-cleanup``, in order:
-
-1. ``delete_maas_resources``   every MaaSSubscription, then MaaSAuthPolicy, in its namespace is
-                               deleted and awaited (their own finalizers tear down what they
-                               made); requeue while any is left, unless nothing is worth
-                               waiting for any more (``gives_up_waiting``): the tenant's
-                               AITenant is gone (its deletion was forced, or it never
-                               existed), or the config has been deleting for longer than
-                               ``--deletion-timeout``. A foreign finalizer that never clears
-                               then leaves no platform serving (docs/contract.md §5.4)
-2. ``delete_platform``         every platform object with the tenant's tracking labels, in the
-                               infra namespace, the controller's gateway namespace and the
-                               cluster; requeue until all are gone
-3. ``remove_finalizer``
+"""MaasTenantConfig deletion: the tenant's cleanup, in the order of docs/contract.md §5.4
+(``delete_maas_resources``, ``delete_platform``, ``remove_finalizer``).
 """
 
 from __future__ import annotations
@@ -122,7 +108,7 @@ class ConfigCleanup:
         tenant = cleanup_identity(config, self.settings)
         if tenant is None:
             return True  # not a tenant namespace: nothing was ever rendered for it
-        # Upstream deletes in the controller's gateway namespace too (docs/contract.md §5.4).
+        # The gateway namespace holds some of the tenant's objects too (docs/contract.md §5.4).
         found = await self.tracked.find(tenant, self.settings.gateway_namespace)
         return await self.applier.delete_tracked(found)
 

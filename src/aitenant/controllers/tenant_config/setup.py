@@ -1,4 +1,4 @@
-"""The MaasTenantConfig controller: what it waits for and what wakes it.
+"""The MaasTenantConfig controller: what it waits for and what wakes it (docs/contract.md §3.6).
 
 Waits for the AITenants, the MaasTenantConfigs, the maas-api database Secret and the platform's
 informers of built-in kinds. Wakes on:

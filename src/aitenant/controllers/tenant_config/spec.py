@@ -1,7 +1,7 @@
 """What a MaasTenantConfig asks for, read and checked: pure functions of the config.
 
-Each raises ``StepFailed(InvalidTenantConfig)`` with upstream's message when the config says
-something the platform cannot be rendered from (steps 2 and 4 of ``tenant_config.py``).
+Each raises ``StepFailed(InvalidTenantConfig)`` with the contract's message when the config says
+something the platform cannot be rendered from (``reconciler.py``).
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def check_identity(config: Obj, owner: AITenantView) -> str:
 
 
 def replicas_for(config: Obj, default: int) -> int:
-    """The annotation's replica count, within the reference's bounds; refused outside them
+    """The annotation's replica count, within ``contract.MAAS_API_REPLICAS_*``; refused outside them
     (one tenant admin's typo must not scale a Deployment to thousands of pods)."""
     raw = annotations_of(config).get(contract.ANNOTATION_MAAS_API_REPLICAS)
     if raw is None:
@@ -81,7 +81,7 @@ def replicas_for(config: Obj, default: int) -> int:
 
 
 def max_expiration_days(config: Obj) -> int:
-    """``spec.apiKeys.maxExpirationDays``, or upstream's default."""
+    """``spec.apiKeys.maxExpirationDays``, or its default (``DEFAULT_MAX_EXPIRATION_DAYS``)."""
     api_keys = (config.get("spec") or {}).get("apiKeys") or {}
     return int(api_keys.get("maxExpirationDays") or DEFAULT_MAX_EXPIRATION_DAYS)
 
@@ -95,8 +95,8 @@ TELEMETRY_SWITCHES = (
 
 
 def telemetry_of(config: Obj) -> Telemetry | None:
-    """``spec.telemetry`` as upstream reads it: no block, no metrics; a block is enabled unless
-    ``enabled: false``; each dimension keeps upstream's default unless set."""
+    """``spec.telemetry``: no block, no metrics; a block is enabled unless ``enabled: false``;
+    each dimension keeps its default (``Telemetry``) unless set."""
     block = (config.get("spec") or {}).get("telemetry")
     if block is None:
         return None

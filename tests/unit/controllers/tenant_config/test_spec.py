@@ -1,4 +1,4 @@
-"""What a MaasTenantConfig asks for: its tenant, replicas and telemetry (config_spec)."""
+"""What a MaasTenantConfig asks for: its tenant, replicas and telemetry (``spec.py``)."""
 
 from __future__ import annotations
 
