@@ -27,7 +27,9 @@ from tests.harness.maas_api import FakeMaasApi
 from tests.harness.node import cluster_with_node
 
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
-LOG_LINE = re.compile(r"^(\S+ \S+) \S+ aitenant\.reconcilers\.aitenant: aitenant (\S+):")
+LOG_LINE = re.compile(
+    r"^(\S+ \S+) \S+ aitenant\.controllers\.aitenant\.reconciler: aitenant (\S+):"
+)
 
 
 def reconcile_times(log: Path) -> dict[str, list[dt.datetime]]:

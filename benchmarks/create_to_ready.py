@@ -48,7 +48,7 @@ INFRA_NS = "aitenant-system"
 AITENANT_NS = "ai-tenants"
 WRITES = ("CREATE", "UPDATE", "PATCH", "DELETE")
 CONTROLLER_USER = User("bench-controller", "bench-controller-token", ("system:masters",))
-OUTCOME = re.compile(r"^(\S+ \S+) \S+ aitenant\.reconcilers\.aitenant: aitenant \S+: ")
+OUTCOME = re.compile(r"^(\S+ \S+) \S+ aitenant\.controllers\.aitenant\.reconciler: aitenant \S+: ")
 
 
 class Controller(ControllerProcess):

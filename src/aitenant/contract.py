@@ -1,7 +1,7 @@
 """Names that are part of the observable contract with other MaaS components and operators.
 
-Everything here is parity with the reference controller (docs/contract.md) unless a
-comment says otherwise. The charm imports this module too, so it must stay dependency-free.
+Every name here is the contract's (docs/contract.md) unless a comment says otherwise. The charm
+imports this module too, so it must stay dependency-free.
 """
 
 from typing import Final
@@ -27,7 +27,7 @@ CONTROLLER_NAME: Final = "aitenant-controller"
 EVENT_SOURCE: Final = "maas-aitenant-controller"
 LEASE_NAME: Final = "aitenant-controller"
 
-# Finalizers: the reference's names, shared on purpose (docs/differences.md D23).
+# Finalizers: shared with the other MaaS controllers on purpose (docs/differences.md D23).
 AITENANT_FINALIZER: Final = "maas.opendatahub.io/aitenant-cleanup"
 TENANT_CONFIG_FINALIZER: Final = "maas.opendatahub.io/tenant-cleanup"
 # Left on legacy Tenants by old controller versions; removed when the Tenant is migrated.
@@ -55,7 +55,7 @@ ANNOTATION_GATEWAY_SELECTOR_LABELS: Final = "maas.opendatahub.io/gateway-selecto
 ANNOTATION_API_KEYS_REVOKED: Final = "maas.opendatahub.io/api-keys-revoked"
 ANNOTATION_DEFAULT_BOOTSTRAPPED: Final = "maas.opendatahub.io/default-aitenant-bootstrapped"
 ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
-# What that annotation and --maas-api-replicas may ask for: the reference's bounds.
+# What that annotation and --maas-api-replicas may ask for.
 MAAS_API_REPLICAS_MIN: Final = 1
 MAAS_API_REPLICAS_MAX: Final = 100
 # The Secret maas-api reads its DB_CONNECTION_URL from, in its own namespace: a fixed name in
@@ -140,7 +140,7 @@ WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"
 DEFAULT_WEBHOOK_PORT: Final = 9443
 DEFAULT_METRICS_PORT: Final = 8080
 DEFAULT_HEALTH_PORT: Final = 8081
-# Namespaces whose Authorino pods may call a tenant's maas-api (upstream's Kuadrant/RHCL).
+# Namespaces whose Authorino pods may call a tenant's maas-api (Kuadrant's and RHCL's).
 DEFAULT_AUTHORINO_NAMESPACES: Final = (
     "kuadrant-system",
     "openshift-operators",
@@ -160,7 +160,7 @@ PLATFORM_FIELD_MANAGER: Final = CONTROLLER_NAME
 LABEL_APP_NAME: Final = "app.kubernetes.io/name"
 LABEL_COMPONENT: Final = "app.kubernetes.io/component"
 LABEL_TENANT_INSTANCE: Final = "maas.opendatahub.io/tenant-instance"
-# Pod-template annotation: the serving certificate's fingerprint, so a renewal rolls maas-api.
+# Pod-template annotation: SHA-256 of the serving certificate's PEM, so a renewal rolls maas-api.
 ANNOTATION_SERVING_CERT_SHA256: Final = "maas.opendatahub.io/serving-cert-sha256"
 
 

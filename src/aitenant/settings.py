@@ -260,7 +260,7 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("workers", "int", "concurrent reconciles per controller"),
 )
 
-# Upstream's name for the deletion timeout variable, accepted as an alias.
+# The deletion timeout's other variable name, accepted as an alias (docs/contract.md §1.2).
 _ENV_ALIASES = {"deletion_timeout": ("AITENANT_DELETION_TIMEOUT",)}
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}

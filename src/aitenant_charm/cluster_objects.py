@@ -78,7 +78,7 @@ def api_server_addresses(kube: Client) -> list[str]:
 
 def ensure_namespace(kube: Client, name: str) -> None:
     """Create namespace ``name`` when missing, labelled as the controller would create it
-    (src/aitenant/reconcilers/infra_namespace.py), so the controller finds it as its own."""
+    (src/aitenant/app/aitenant_namespace.py), so the controller finds it as its own."""
     try:
         kube.get(Namespace, name)
         return

@@ -18,8 +18,8 @@ from lightkube.resources.core_v1 import Namespace, Secret
 from lightkube.types import PatchType
 
 from aitenant import contract
+from aitenant.controllers.tenant_config.reconciler import TenantConfigReconciler
 from aitenant.platform import kinds
-from aitenant.reconcilers.tenant_config import TenantConfigReconciler
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.controller import Key, RequeueAfter
 from tests.harness import samples

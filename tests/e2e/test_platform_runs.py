@@ -372,7 +372,7 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
         assert made.status_code == 201
     svc = await kube.get(Service, f"maas-api-{name}", namespace=INFRA_NS)
     assert svc.spec is not None
-    caplog.set_level(logging.INFO, logger="aitenant.reconcilers.deletion")
+    caplog.set_level(logging.INFO, logger="aitenant.controllers.aitenant.deletion")
     await delete_tenant(kube, name)
     assert svc.spec.clusterIP in transport.sent_to
     assert any(f"{name}: revoked 2 API keys" in r.getMessage() for r in caplog.records), [

@@ -12,8 +12,7 @@ import pytest
 import trustme
 from lightkube import AsyncClient
 
-from aitenant import contract
-from aitenant.platform import certs
+from aitenant import certificates, contract
 from aitenant.platform.discovery import discovery_path
 from aitenant.platform.render import Manifest, PlatformContext, Telemetry, render
 from aitenant.runtime.lightkube_private import http_client
@@ -26,11 +25,11 @@ pytestmark = pytest.mark.e2e
 
 def base_context(tenant: str) -> PlatformContext:
     authority = trustme.CA()
-    ca = certs.CertificateAuthority(
+    ca = certificates.CertificateAuthority(
         authority.cert_pem.bytes().decode(), authority.private_key_pem.bytes().decode()
     )
-    names = certs.dns_names(f"maas-api-{tenant}", INFRA_NS)
-    serving = certs.issue(ca, names, now=dt.datetime.now(dt.UTC))
+    names = certificates.dns_names(f"maas-api-{tenant}", INFRA_NS)
+    serving = certificates.issue(ca, names, now=dt.datetime.now(dt.UTC))
     return PlatformContext(
         tenant=tenant,
         tenant_namespace=f"ai-tenant-{tenant}",

@@ -8,9 +8,9 @@ import asyncio
 from lightkube import AsyncClient
 
 from aitenant import contract
-from aitenant.app.caches import Caches
+from aitenant.app.aitenant_namespace import monitor_managed_namespace
 from aitenant.app.controllers import Controllers
-from aitenant.reconcilers.infra_namespace import monitor_managed_namespace
+from aitenant.controllers.caches import Caches
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.manager import Manager, Runnable
 from aitenant.runtime.metrics import Metrics

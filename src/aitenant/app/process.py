@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from lightkube import AsyncClient
 
 from aitenant import kubernetes_version
+from aitenant.app.aitenant_namespace import NamespaceSetupError, ensure_managed_namespace
 from aitenant.app.client import make_client
 from aitenant.app.wiring import build_app
 from aitenant.platform.discovery import http_fetch
-from aitenant.reconcilers.infra_namespace import NamespaceSetupError, ensure_managed_namespace
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings, SettingsError, load_settings
 

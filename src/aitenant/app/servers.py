@@ -8,6 +8,7 @@ import importlib
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
+from aitenant.gateway_index import TenantsByGateway
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.server_thread import Server, ServerThread
 from aitenant.settings import Settings
@@ -16,13 +17,12 @@ if TYPE_CHECKING:
     from aiohttp import web
 
     from aitenant.runtime.http import ReadyCheck
-    from aitenant.webhook.validators import GatewayIndex
 
 StartServer = Callable[[], Awaitable[Server]]
 
 
 def build_servers(
-    settings: Settings, metrics: Metrics, *, ready: ReadyCheck, index: GatewayIndex
+    settings: Settings, metrics: Metrics, *, ready: ReadyCheck, index: TenantsByGateway
 ) -> list[StartServer]:
     """The servers the settings ask for (a port of 0 turns one off; the webhook also needs its
     certificate directory)."""
@@ -62,7 +62,9 @@ async def import_off_loop(module: str) -> Any:
     return await asyncio.to_thread(importlib.import_module, module)
 
 
-async def start_webhook(settings: Settings, metrics: Metrics, index: GatewayIndex) -> ServerThread:
+async def start_webhook(
+    settings: Settings, metrics: Metrics, index: TenantsByGateway
+) -> ServerThread:
     """The HTTPS admission webhook, on an event loop and thread of its own so that a review never
     waits behind a reconcile (docs/design.md §9.7). Its certificate is reloaded in place when the
     files change."""
@@ -71,7 +73,9 @@ async def start_webhook(settings: Settings, metrics: Metrics, index: GatewayInde
     )
 
 
-async def serve_webhook(settings: Settings, metrics: Metrics, index: GatewayIndex) -> web.AppRunner:
+async def serve_webhook(
+    settings: Settings, metrics: Metrics, index: TenantsByGateway
+) -> web.AppRunner:
     """Runs on the webhook's own loop: importing the web framework there holds up nothing."""
     assert settings.webhook_cert_dir is not None
     from aitenant.runtime.tls import CertReloader

@@ -6,12 +6,11 @@ from dataclasses import dataclass
 
 from lightkube import AsyncClient
 
-from aitenant.app.caches import build_caches
 from aitenant.app.controllers import build_controllers
 from aitenant.app.manager import build_manager
 from aitenant.app.servers import build_servers
-from aitenant.reconcilers.bootstrap import DefaultTenantBootstrap
-from aitenant.reconcilers.watches import requeue_aitenants, requeue_configs, wake_bootstrap
+from aitenant.controllers.caches import build_caches
+from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
 from aitenant.runtime.controller import Controller
 from aitenant.runtime.informer import Informer
 from aitenant.runtime.manager import Manager
@@ -37,11 +36,6 @@ class App:
 def build_app(settings: Settings, client: AsyncClient, metrics: Metrics) -> App:
     caches = build_caches(settings, client, metrics)
     controllers = build_controllers(settings, client, metrics, caches)
-    # Which informer events queue which keys (reconcilers/watches.py).
-    requeue_aitenants(controllers.aitenant, caches, settings)
-    requeue_configs(controllers.config, caches, settings)
-    if controllers.bootstrap is not None:
-        wake_bootstrap(controllers.bootstrap, caches, settings)
     manager = build_manager(settings, client, metrics, caches, controllers)
     manager.servers.extend(
         build_servers(settings, metrics, ready=manager.ready_problem, index=caches.by_gateway)

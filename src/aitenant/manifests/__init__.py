@@ -4,7 +4,7 @@ configuration template) and what reads them. Pure.
 The charm applies them and the end-to-end tests install the same ones, so the controller is
 always tested with exactly the schemas and rights it ships with.
 
-* ``crd_documents()``: the CRDs we ship. Their schemas carry the reference CRDs' CEL rules
+* ``crd_documents()``: the CRDs we ship. Their schemas carry the CEL rules of the contract's CRDs
   (``x-kubernetes-validations``), which every Kubernetes we support evaluates.
 * ``cluster_role_documents()``: the controller's ClusterRole and the shared ``maas-api`` one.
 * ``render_namespaced_rbac(...)``: the Roles and RoleBindings of the controller namespace

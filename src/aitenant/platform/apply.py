@@ -13,7 +13,7 @@
 * ``delete_tracked``: the tenant's platform cleanup when its MaasTenantConfig goes away.
 
 Objects annotated ``opendatahub.io/managed: "false"``, and objects another controller owns (a
-controller ownerReference, as upstream), are never written, pruned or deleted; nor is an object
+controller ownerReference), are never written, pruned or deleted; nor is an object
 whose tracking labels name another tenant (``OtherTenantsObject``, docs/contract.md §3.7).
 
 An object of ours that someone else made (another controller, before a takeover) is invisible

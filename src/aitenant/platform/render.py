@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any, Final
 
 import yaml
 
-from aitenant import contract, naming
-from aitenant.platform import certs, kinds
-from aitenant.platform.certs import ServingCert
+from aitenant import certificates, contract, naming
+from aitenant.certificates import ServingCert
+from aitenant.platform import kinds
 
 if TYPE_CHECKING:
     import jinja2
@@ -50,7 +50,8 @@ class RenderError(ValueError):
 @dataclass(frozen=True)
 class Telemetry:
     """The dimensions of the tenant's usage metrics (``MaasTenantConfig.spec.telemetry.metrics``)
-    with upstream's defaults. User identity is personal data: off unless asked for."""
+    with the contract's defaults (docs/contract.md §3.6). User identity is personal data: off
+    unless asked for."""
 
     organization: bool = True
     user: bool = False
@@ -58,7 +59,7 @@ class Telemetry:
     model_usage: bool = True
 
 
-# Metric label → CEL expression, as upstream records them (the subscription and its cost
+# Metric label → CEL expression (the subscription and its cost
 # centre always; the rest under the switches above).
 TELEMETRY_SUBSCRIPTION: Final = "auth.identity.selected_subscription"
 TELEMETRY_COST_CENTER: Final = (
@@ -135,7 +136,7 @@ def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> Plat
     is_default = not suffix
     gateway_auth: str | None = naming.gateway_auth_policy_name(tenant, gateway_name)
     if not is_default and gateway_name == default_gateway_name:
-        # A non-default tenant on the default Gateway leaves maas-gateway-auth alone (upstream).
+        # A non-default tenant on the default Gateway leaves maas-gateway-auth alone.
         gateway_auth = None
     return PlatformNames(
         api=f"maas-api{suffix}",
@@ -336,9 +337,9 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "api_prefix": API_PREFIX,
         "gateway_prefixes": (API_PREFIX, *ROUTE_PREFIXES),
         "cluster_role": SHARED_CLUSTER_ROLE,
-        # The serving certificate's first name (platform/certs.py): what the Gateway checks.
-        "backend_hostname": certs.dns_names(names.api, infra)[0],
-        "ca_key": certs.CA_CERT_KEY,
+        # The serving certificate's first name (platform/certificates.py): what the Gateway checks.
+        "backend_hostname": certificates.dns_names(names.api, infra)[0],
+        "ca_key": certificates.CA_CERT_KEY,
         "internal_url": f"https://{names.api}.{infra}.svc.cluster.local:{MAAS_API_PORT}",
         "cleanup_url": (
             f"https://{names.api}.{infra}.svc:{MAAS_API_PORT}/internal/v1/api-keys/cleanup"

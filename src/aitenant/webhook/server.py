@@ -30,10 +30,10 @@ from typing import Any, Final
 from aiohttp import web
 
 from aitenant import contract
+from aitenant.gateway_index import TenantsByGateway
 from aitenant.runtime.tls import CertReloader
 from aitenant.webhook.validators import (
     DEFAULT_MAX_BYTES,
-    GatewayIndex,
     WebhookPolicy,
     review,
 )
@@ -61,7 +61,7 @@ MAX_CONNECTIONS: Final = 256
 @dataclass(frozen=True)
 class _WebhookState:
     policy: WebhookPolicy
-    index: GatewayIndex
+    index: TenantsByGateway
     max_bytes: int
     observe: Callable[[float], None] | None
     body_deadline: float
@@ -162,7 +162,7 @@ async def _handle(request: web.Request) -> web.StreamResponse:
 def admission_app(
     *,
     policy: WebhookPolicy,
-    index: GatewayIndex,
+    index: TenantsByGateway,
     max_bytes: int = DEFAULT_MAX_BYTES,
     observe: Callable[[float], None] | None = None,
     body_deadline: float = BODY_DEADLINE,

@@ -22,8 +22,8 @@ UPDATE
   two tenants that already share a Gateway from ever losing their finalizers.
 DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
 
-Gateway uniqueness counts AITenants that are being deleted and skips the object itself, as
-upstream does: a Gateway is free again only once its previous tenant is gone.
+Gateway uniqueness counts AITenants that are being deleted and skips the object itself
+(docs/contract.md §2.2): a Gateway is free again only once its previous tenant is gone.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NotRequired, Protocol, TypedDict
+from typing import Any, Final, NotRequired, TypedDict
 
 from aitenant import contract
+from aitenant.gateway_index import TenantsByGateway
 from aitenant.naming import gateway_ref_for
 from aitenant.spec_rules import json_type, quote, spec_problems
 
@@ -95,18 +96,6 @@ def deny(message: str, code: int = 403) -> Verdict:
 
 
 # --- collaborators ----------------------------------------------------------------------------
-
-
-class GatewayIndex(Protocol):
-    """Read side of the informer cache that the uniqueness rule needs (docs/differences.md D3)."""
-
-    def has_synced(self) -> bool:
-        """True once the AITenant informer has completed its first list."""
-        ...
-
-    def tenants_for_gateway(self, namespace: str, name: str) -> list[tuple[str, str]]:
-        """(namespace, name) of every cached AITenant using this Gateway, deleting ones too."""
-        ...
 
 
 @dataclass(frozen=True)
@@ -196,7 +185,7 @@ def _check_placement(obj: Mapping[str, Any], policy: WebhookPolicy) -> Verdict |
 
 
 def _check_gateway_unique(
-    obj: Mapping[str, Any], policy: WebhookPolicy, index: GatewayIndex
+    obj: Mapping[str, Any], policy: WebhookPolicy, index: TenantsByGateway
 ) -> Verdict | None:
     if not index.has_synced():
         return deny(MSG_NOT_SYNCED, code=503)
@@ -207,7 +196,7 @@ def _check_gateway_unique(
         return deny(f"failed to list AITenants: {exc}")
     me = (_meta_str(obj, "namespace"), _meta_str(obj, "name"))
     for holder in sorted(set(holders)):
-        # Upstream lists only the AITenant namespace; misplaced tenants never claim a Gateway.
+        # Only the AITenant namespace counts: misplaced tenants never claim a Gateway.
         if holder == me or holder[0] != policy.aitenant_namespace:
             continue
         return deny(
@@ -219,7 +208,7 @@ def _check_gateway_unique(
     return None
 
 
-def validate_create(obj: object, *, policy: WebhookPolicy, index: GatewayIndex) -> Verdict:
+def validate_create(obj: object, *, policy: WebhookPolicy, index: TenantsByGateway) -> Verdict:
     """Decide a CREATE of ``obj`` (the AITenant as a JSON-like mapping)."""
     if not _is_aitenant(obj):
         return deny(f"expected AITenant object, got {_describe(obj)}")
@@ -238,7 +227,7 @@ def validate_create(obj: object, *, policy: WebhookPolicy, index: GatewayIndex) 
 
 
 def validate_update(
-    old: object, new: object, *, policy: WebhookPolicy, index: GatewayIndex
+    old: object, new: object, *, policy: WebhookPolicy, index: TenantsByGateway
 ) -> Verdict:
     """Decide an UPDATE from ``old`` to ``new`` (main resource only; status is not intercepted)."""
     if not _is_aitenant(old):
@@ -365,7 +354,9 @@ def _with_request_identity(obj: object, request: Mapping[str, Any]) -> object:
     return {**obj, "metadata": meta} if changed else obj
 
 
-def _decide(request: Mapping[str, Any], *, policy: WebhookPolicy, index: GatewayIndex) -> Verdict:
+def _decide(
+    request: Mapping[str, Any], *, policy: WebhookPolicy, index: TenantsByGateway
+) -> Verdict:
     operation = request.get("operation")
     if operation in ("DELETE", "CONNECT"):
         return allow()
@@ -428,7 +419,7 @@ def _open(body: bytes, max_bytes: int) -> _Opened | tuple[int, dict[str, Any]]:
 
 
 def review(
-    body: bytes, *, policy: WebhookPolicy, index: GatewayIndex, max_bytes: int
+    body: bytes, *, policy: WebhookPolicy, index: TenantsByGateway, max_bytes: int
 ) -> tuple[int, dict[str, Any]]:
     """Answer one AdmissionReview request body: (HTTP status, JSON document). Never raises.
 

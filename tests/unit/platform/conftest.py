@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 import trustme
 
-from aitenant.platform import certs
+from aitenant import certificates
 from aitenant.platform.render import PlatformContext
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
@@ -19,23 +19,23 @@ GATEWAY_NS = "gateways"
 
 
 @pytest.fixture(scope="session")
-def ca() -> certs.CertificateAuthority:
+def ca() -> certificates.CertificateAuthority:
     authority = trustme.CA()
-    return certs.CertificateAuthority(
+    return certificates.CertificateAuthority(
         authority.cert_pem.bytes().decode(), authority.private_key_pem.bytes().decode()
     )
 
 
 @pytest.fixture(scope="session")
-def serving(ca: certs.CertificateAuthority) -> certs.ServingCert:
-    return certs.issue(ca, certs.dns_names("maas-api-red-team", INFRA), now=NOW)
+def serving(ca: certificates.CertificateAuthority) -> certificates.ServingCert:
+    return certificates.issue(ca, certificates.dns_names("maas-api-red-team", INFRA), now=NOW)
 
 
 MakeContext = Callable[..., PlatformContext]
 
 
 @pytest.fixture
-def make_ctx(serving: certs.ServingCert) -> MakeContext:
+def make_ctx(serving: certificates.ServingCert) -> MakeContext:
     """A context for tenant red-team on its own Gateway; keyword arguments override."""
     base = PlatformContext(
         tenant="red-team",

@@ -140,7 +140,7 @@ def test_deployment(make_ctx: MakeContext, serving: Any) -> None:
     pod = spec["template"]
     assert selector.items() <= pod["metadata"]["labels"].items()
     assert pod["metadata"]["annotations"] == {
-        "maas.opendatahub.io/serving-cert-sha256": serving.fingerprint
+        "maas.opendatahub.io/serving-cert-sha256": serving.pem_sha256
     }
     assert pod["spec"]["serviceAccountName"] == "maas-api-red-team"
     container = pod["spec"]["containers"][0]

@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from aitenant import contract
+from aitenant.gateway_index import TenantsByGateway
 from aitenant.naming import gateway_ref_for
 from aitenant.webhook.validators import WebhookPolicy
 
@@ -15,8 +16,8 @@ GW_NS = "openshift-ingress"
 POLICY = WebhookPolicy(aitenant_namespace=AIT_NS, gateway_namespace=GW_NS)
 
 
-class FakeIndex:
-    """Dict-backed GatewayIndex: resolves gateways of the given AITenant objects."""
+class FakeIndex(TenantsByGateway):
+    """Dict-backed TenantsByGateway: resolves gateways of the given AITenant objects."""
 
     def __init__(
         self,

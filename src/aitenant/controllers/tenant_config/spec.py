@@ -1,0 +1,130 @@
+"""What a MaasTenantConfig asks for, read and checked: pure functions of the config.
+
+Each raises ``StepFailed(InvalidTenantConfig)`` with the contract's message when the config says
+something the platform cannot be rendered from (``reconciler.py``).
+"""
+
+from __future__ import annotations
+
+from aitenant import contract
+from aitenant.controllers import ownership
+from aitenant.errors import StepFailed
+from aitenant.platform.render import DEFAULT_MAX_EXPIRATION_DAYS, Telemetry
+from aitenant.resources import AITenantView, Obj, annotations_of, labels_of
+
+Reason = contract.ConfigReason
+
+
+# The labels of a config that say whose it is (of those its owner stamps, ``tenant_labels``).
+IDENTITY_LABELS = (
+    contract.LABEL_MANAGED_BY_AITENANT,
+    contract.LABEL_TENANT_NAME,
+    contract.LABEL_TENANT_NAMESPACE,
+)
+
+
+def owner_labels(owner: AITenantView, tenant_namespace: str) -> dict[str, str]:
+    """The identity labels as ``owner`` stamps them on its config."""
+    stamped = ownership.tenant_labels(owner.name, tenant_namespace)
+    return {key: stamped[key] for key in IDENTITY_LABELS}
+
+
+def check_identity(config: Obj, owner: AITenantView) -> str:
+    """The tenant a config serves, ``owner``'s name, once every label and annotation that says
+    whose it is agrees; else StepFailed naming the first that does not (docs/contract.md
+    §3.7). ``owner`` comes from the config's namespace, which only a platform administrator
+    chooses; the labels and annotations are the tenant admin's to write, so they are checked,
+    never believed, and nothing is rendered, applied or pruned from a config that disagrees.
+    """
+    meta = config["metadata"]
+    namespace = meta["namespace"]
+    expected = (
+        ("label", labels_of(config), owner_labels(owner, namespace)),
+        (
+            "annotation",
+            annotations_of(config),
+            ownership.tenant_annotations(owner.name, owner.namespace),
+        ),
+    )
+    for what, have, want in expected:
+        for key, value in want.items():
+            if have.get(key) != value:
+                found = f'is "{have[key]}"' if key in have else "is missing"
+                raise StepFailed(
+                    Reason.INVALID_TENANT_CONFIG,
+                    f'{what} {key} {found}; expected "{value}": MaasTenantConfig '
+                    f"{namespace}/{meta['name']} belongs to AITenant {owner.namespace}/"
+                    f"{owner.name}, whose tenant namespace this is; nothing is rendered from it "
+                    "until the AITenant's next pass puts the value back",
+                )
+    return owner.name
+
+
+def replicas_for(config: Obj, default: int) -> int:
+    """The annotation's replica count, within ``contract.MAAS_API_REPLICAS_*``; refused outside them
+    (one tenant admin's typo must not scale a Deployment to thousands of pods)."""
+    raw = annotations_of(config).get(contract.ANNOTATION_MAAS_API_REPLICAS)
+    if raw is None:
+        return default
+    low, high = contract.MAAS_API_REPLICAS_MIN, contract.MAAS_API_REPLICAS_MAX
+    try:
+        value = int(raw)
+    except ValueError:
+        value = low - 1
+    if not low <= value <= high:
+        raise StepFailed(
+            Reason.INVALID_TENANT_CONFIG,
+            f'annotation {contract.ANNOTATION_MAAS_API_REPLICAS}="{raw}" is not a whole number '
+            f"from {low} to {high}",
+        )
+    return value
+
+
+def max_expiration_days(config: Obj) -> int:
+    """``spec.apiKeys.maxExpirationDays``, or its default (``DEFAULT_MAX_EXPIRATION_DAYS``)."""
+    api_keys = (config.get("spec") or {}).get("apiKeys") or {}
+    return int(api_keys.get("maxExpirationDays") or DEFAULT_MAX_EXPIRATION_DAYS)
+
+
+TELEMETRY_SWITCHES = (
+    ("captureOrganization", "organization"),
+    ("captureUser", "user"),
+    ("captureGroup", "group"),
+    ("captureModelUsage", "model_usage"),
+)
+
+
+def telemetry_of(config: Obj) -> Telemetry | None:
+    """``spec.telemetry``: no block, no metrics; a block is enabled unless ``enabled: false``;
+    each dimension keeps its default (``Telemetry``) unless set."""
+    block = (config.get("spec") or {}).get("telemetry")
+    if block is None:
+        return None
+    if not isinstance(block, dict):
+        raise StepFailed(Reason.INVALID_TENANT_CONFIG, "spec.telemetry must be an object")
+    enabled = _flag(block, "enabled", "spec.telemetry.enabled", True)
+    if not enabled:
+        return None
+    metrics = block.get("metrics")
+    if metrics is None:
+        metrics = {}
+    if not isinstance(metrics, dict):
+        raise StepFailed(Reason.INVALID_TENANT_CONFIG, "spec.telemetry.metrics must be an object")
+    defaults = Telemetry()
+    return Telemetry(
+        **{
+            attr: _flag(metrics, field, f"spec.telemetry.metrics.{field}", getattr(defaults, attr))
+            for field, attr in TELEMETRY_SWITCHES
+        }
+    )
+
+
+def _flag(block: Obj, field: str, path: str, default: bool) -> bool:
+    value = block.get(field)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise StepFailed(
+            Reason.INVALID_TENANT_CONFIG, f"{path} must be true or false, not {value!r}"
+        )
+    return value
