@@ -147,8 +147,8 @@ def test_fingerprint_is_stable_and_distinct():
     b = pki.generate_ca("b", now=NOW)
     # WHEN we fingerprint them
     # THEN each has one fingerprint, different from the other's
-    assert pki.fingerprint(a.cert_pem) == pki.fingerprint(a.cert_pem)
-    assert pki.fingerprint(a.cert_pem) != pki.fingerprint(b.cert_pem)
+    assert pki.der_sha256_fingerprint(a.cert_pem) == pki.der_sha256_fingerprint(a.cert_pem)
+    assert pki.der_sha256_fingerprint(a.cert_pem) != pki.der_sha256_fingerprint(b.cert_pem)
 
 
 def test_next_ca_content_creates_keeps_and_rotates():
@@ -179,7 +179,7 @@ def test_trust_bundle_drops_an_expired_previous_ca():
         pki.PREVIOUS_CA_CERT: expired.cert_pem,
     }
     # WHEN the trust bundle is built
-    bundle = pki.trust_bundle(content, now=NOW)
+    bundle = pki.internal_ca_bundle(content, now=NOW)
     # THEN only the current CA is trusted
     assert bundle.strip() == current.cert_pem.strip()
 

@@ -33,7 +33,7 @@ from lightkube.resources.rbac_authorization_v1 import (
 import charm
 from aitenant import contract
 from aitenant_charm import pki
-from aitenant_charm.cluster import CONTROLLER_CLUSTER_ROLE, MANAGED_BY_LABEL, load_crds
+from aitenant_charm.cluster_manifests import CONTROLLER_CLUSTER_ROLE, MANAGED_BY_LABEL, load_crds
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL, WEBHOOK_CERT_LABEL
 from aitenant_charm.workload import CONTAINER, SERVICE, WEBHOOK_CERT_DIR
 

@@ -18,7 +18,7 @@ from ops import testing
 
 import charm
 from aitenant import contract
-from aitenant_charm.cluster import (
+from aitenant_charm.cluster_manifests import (
     AITENANT,
     CONTROLLER_CLUSTER_ROLE,
     MANAGED_BY_LABEL,

@@ -12,7 +12,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import Role
 
 import charm
-from aitenant_charm.cluster import AITENANT
+from aitenant_charm.cluster_manifests import AITENANT
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import CONTAINER, SERVICE
 
