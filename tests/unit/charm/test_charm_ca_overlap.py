@@ -58,13 +58,13 @@ def test_old_ca_stays_published_until_the_workload_serves_the_new_certificate(
     publish(ready.kube, old.cert_pem)
     ready.kube.apply.reset_mock()
     # WHEN the charm reconciles while the workload still serves the old certificate
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN caBundle holds the new CA and the old one
     new_fp = pki.der_sha256_fingerprint(current_ca(ready))
     assert applied_bundles(ready)[-1] == {new_fp, pki.der_sha256_fingerprint(old.cert_pem)}
     # WHEN the workload serves the new certificate and another event comes
     served.return_value = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN only the new CA is published
     assert applied_bundles(ready)[-1] == {new_fp}
 
@@ -84,7 +84,7 @@ def test_old_ca_dropped_in_the_same_hook_once_the_new_certificate_is_served(
 
     served.side_effect = serve
     # WHEN one event reconciles
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN it first published both CAs, then only the new one
     new_fp = pki.der_sha256_fingerprint(current_ca(ready))
     bundles = applied_bundles(ready)
@@ -100,7 +100,7 @@ def test_expired_old_ca_is_not_carried_over(ready: CharmKit):
     publish(ready.kube, expired.cert_pem)
     ready.kube.apply.reset_mock()
     # WHEN the charm reconciles
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN only the current CA is published
     assert applied_bundles(ready)[-1] == {pki.der_sha256_fingerprint(current_ca(ready))}
 
