@@ -71,6 +71,14 @@ class PrivateCalls:
     count: MagicMock  # count_objects(client, res) -> how many objects
 
 
+def gateway_databag(namespace: str = "istio-gw", name: str = "maas-gateway") -> dict[str, str]:
+    """What the `gateway` relation's provider publishes for Gateway ``namespace/name``."""
+    metadata = GatewayMetadata(
+        namespace=namespace, gateway_name=name, deployment_name=name, service_account=name
+    )
+    return {"metadata": metadata.model_dump_json()}
+
+
 def maas_api_databag(data: MaasApiAppData = DEFAULT_MAAS_API) -> dict[str, str]:
     bag: dict[str, str] = {}
     data.dump(bag)
@@ -247,17 +255,8 @@ class CharmKit:
         return self.relate(charm.MAAS_API_RELATION, "maas-api-k8s", app_data=bag)
 
     def integrate_gateway(self, namespace: str = "istio-gw", name: str = "maas-gateway") -> int:
-        metadata = GatewayMetadata(
-            namespace=namespace,
-            gateway_name=name,
-            deployment_name=name,
-            service_account=name,
-        )
-        return self.relate(
-            charm.GATEWAY_RELATION,
-            "istio-ingress-k8s",
-            app_data={"metadata": metadata.model_dump_json()},
-        )
+        bag = gateway_databag(namespace, name)
+        return self.relate(charm.GATEWAY_RELATION, "istio-ingress-k8s", app_data=bag)
 
     def set_secret_content(self, label: str, content: dict[str, str]) -> None:
         """A new revision of the secret with ``label`` (no hook runs)."""

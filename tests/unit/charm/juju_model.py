@@ -34,7 +34,6 @@ from typing import Any, cast
 from unittest.mock import patch
 
 import ops
-from charmlibs.interfaces.gateway_metadata import GatewayMetadata
 from ops import testing
 from tests.unit.charm.charm_kit import (
     APP,
@@ -43,6 +42,7 @@ from tests.unit.charm.charm_kit import (
     ROOT,
     SERVER_VERSION,
     api_error,
+    gateway_databag,
     maas_api_databag,
     new_container,
     new_context,
@@ -260,16 +260,8 @@ class Deployment:
         return self._add(testing.Relation(endpoint, remote_app_name=remote_app, **data))
 
     def relate_gateway(self) -> SharedRelation:
-        metadata = GatewayMetadata(
-            namespace="istio-gw",
-            gateway_name="maas-gateway",
-            deployment_name="maas-gateway",
-            service_account="maas-gateway",
-        )
         return self.relate(
-            charm.GATEWAY_RELATION,
-            "istio-ingress-k8s",
-            remote_app_data={"metadata": metadata.model_dump_json()},
+            charm.GATEWAY_RELATION, "istio-ingress-k8s", remote_app_data=gateway_databag()
         )
 
     def relate_maas_api(self) -> SharedRelation:

@@ -546,7 +546,7 @@ def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
     }
 
 
-# --- the webhook port's NetworkPolicy (issue 34 item 1) ------------------------------------
+# --- the webhook port's NetworkPolicy -------------------------------------------------------
 
 
 def _api_server_at(kube: MagicMock, *addresses: str) -> None:
