@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable
-from typing import Final, TypeVar
+from dataclasses import dataclass
+from typing import Final
 
 import ops
 from charmlibs.interfaces.gateway_metadata import GatewayMetadataRequirer
@@ -25,8 +25,8 @@ from lightkube.core.exceptions import ApiError
 from pydantic import ValidationError
 
 from aitenant_charm import (
-    cluster,
-    cluster_objects,
+    api_server_writes,
+    cluster_manifests,
     cos,
     internal_ca,
     pebble_layer,
@@ -36,7 +36,7 @@ from aitenant_charm import (
     webhook_trust,
     workload,
 )
-from aitenant_charm.cluster_facts import ClusterFacts, count_tenants, read_cluster_facts
+from aitenant_charm.api_server_reads import ClusterFacts, count_tenants, read_cluster_facts
 from aitenant_charm.config import CharmConfig
 from aitenant_charm.flags import (
     GatewayFacts,
@@ -49,7 +49,6 @@ from aitenant_charm.workload import CONTAINER, HEALTH_PORT, METRICS_PORT
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData, MaasApiRequirer
 
 logger = logging.getLogger(__name__)
-T = TypeVar("T")
 
 # Relation endpoints and the action, as declared in metadata.yaml and charmcraft.yaml; the
 # container, ports and files are in aitenant_charm.workload.
@@ -74,6 +73,17 @@ class _Stop(Exception):
         self.level = level
 
 
+@dataclass(frozen=True)
+class _ClusterWritten:
+    """What the cluster-writing steps leave for the workload steps of the same reconcile."""
+
+    ca: pki.KeyPair | None  # the internal CA; None before the leader created it
+    tls: WebhookTLS | None  # the webhook certificate to serve; None until issued
+    # caBundle still trusts an old CA (leader): the workload step checks whether every unit
+    # serves the new certificate yet, to drop it.
+    overlapping: bool
+
+
 class AITenantCharm(ops.CharmBase):
     """Deploy and configure the AITenant controller; wire it to MaaS API and the gateway."""
 
@@ -85,10 +95,8 @@ class AITenantCharm(ops.CharmBase):
         # it succeeded); a fact every later hook's status can read.
         self._stored.set_default(removal_prepared=False, cluster_error="")
         self._client: Client | None = None
+        # What the cluster said, read by the first handler that needs it (see _cluster_facts).
         self._facts: ClusterFacts | None = None
-        # Set by the webhook configuration step of this dispatch: caBundle still holds an
-        # old CA, so the workload files step checks whether every unit serves the new one.
-        self._overlapping = False
 
         self.gateway = GatewayMetadataRequirer(self, relation_name=GATEWAY_RELATION)
         self.maas_api = MaasApiRequirer(self, relation_name=MAAS_API_RELATION)
@@ -133,43 +141,36 @@ class AITenantCharm(ops.CharmBase):
     def _reconcile(self, _: ops.EventBase) -> None:
         """Bring the cluster and the workload in line with config and relations.
 
-        The steps, in dependency order; a step that cannot go on logs why and stops the rest
-        (the next event retries):
+        The steps, in dependency order; each hands what it learnt to the next as its return
+        value. A step that cannot go on logs why and stops the rest (the next event retries):
 
-        1. ``cos``: publish the COS databags (no cluster access needed).
-        2. ``guards``: `juju trust` (one list call), the API server's version, removal
-           prepared, another model's deployment on the cluster; the last three keep the
-           controller stopped and write nothing.
-        3. ``cluster_objects`` (leader): CRDs, ClusterRoles, our ClusterRoleBinding, and the
-           controller's Roles in its namespace, the infra, AITenant and gateway namespaces.
-        4. ``webhook_port``: open it on the app's Service.
-        5. ``certificates`` (leader): keep the internal CA; without `certificates`, issue
-           the fallback webhook certificate from it.
-        6. ``webhook_configuration`` (leader): caBundle, the old CA kept during a switch.
-        7. ``workload_files``: the webhook certificate and key, the maas-api CA; publish on
-           `aitenant-peers` what the controller serves; the leader drops an old CA once
-           every unit serves the new certificate.
-        8. ``pebble``: build the layer from config and relations; replan only if it changed.
+        1. ``_publish_cos``: the COS databags (no cluster access needed).
+        2. ``_guard_cluster``: `juju trust` (one list call), the API server's version,
+           removal prepared, another model's deployment on the cluster
+           (``status.cluster_hold``); the last three keep the controller stopped and write
+           nothing.
+        3. ``_write_cluster``: (leader) CRDs, ClusterRoles, our ClusterRoleBinding, and the
+           controller's Roles in its namespace, the infra, AITenant and gateway namespaces;
+           open the webhook port; (leader) keep the internal CA and, without
+           `certificates`, issue the fallback webhook certificate from it; (leader) the
+           webhook configuration's caBundle, the old CA kept during a switch.
+        4. ``_write_workload_files``: the webhook certificate and key, the maas-api CA;
+           publish on `aitenant-peers` what the controller serves; the leader drops an old
+           CA once every unit serves the new certificate.
+        5. ``_plan_controller``: build the layer from config and relations; replan only if
+           it changed.
         """
-        steps = (
-            self._reconcile_cos,
-            self._reconcile_guards,
-            self._reconcile_cluster_objects,
-            self._reconcile_webhook_port,
-            self._reconcile_certificates,
-            self._reconcile_webhook_configuration,
-            self._reconcile_workload_files,
-            self._reconcile_pebble,
-        )
-        self._facts = None
-        self._overlapping = False
+        self._facts = None  # one dispatch may reconcile twice (a library's event, then ours)
         try:
-            for step in steps:
-                step()
+            self._publish_cos()
+            self._guard_cluster(self._cluster_facts())
+            written = self._write_cluster()
+            self._write_workload_files(written)
+            self._plan_controller(written)
         except _Stop as stop:
             logger.log(stop.level, "%s", stop)
 
-    def _reconcile_cos(self) -> None:
+    def _publish_cos(self) -> None:
         cos.publish(
             self.model,
             self._topology(),
@@ -178,58 +179,62 @@ class AITenantCharm(ops.CharmBase):
             metrics_port=METRICS_PORT,
         )
 
-    def _reconcile_guards(self) -> None:
-        facts = self._cluster_facts()
-        if not facts.access.trusted:
-            raise _Stop(f"Kubernetes API not usable yet: {facts.access.error}")
-        if facts.error:
-            raise _Stop(f"cannot read the cluster yet: {facts.error}")
-        if facts.unsupported:
-            stop = _Stop(f"{facts.unsupported}; nothing applied", logging.WARNING)
-        elif self._stored.removal_prepared:
-            stop = _Stop("prepared for removal: the controller stays stopped")
-        elif facts.other is not None:
-            message = f"model {facts.other.model} already runs this charm on the cluster"
-            stop = _Stop(message, logging.WARNING)
+    def _guard_cluster(self, facts: ClusterFacts) -> None:
+        hold = status.cluster_hold(
+            facts, app=self.app.name, removal_prepared=bool(self._stored.removal_prepared)
+        )
+        if hold is None:
+            return
+        if hold.stops_controller:
+            pebble_layer.stop_controller(self.unit.get_container(CONTAINER))
+        raise _Stop(hold.log, hold.level)
+
+    def _write_cluster(self) -> _ClusterWritten:
+        """The cluster objects, the webhook port, the certificates and the webhook
+        configuration. The outcome is stored (``cluster_error``, "" when every write
+        succeeded) since collect-status, in this hook or a later one, reports it."""
+        try:
+            written = self._write_cluster_steps()
+        except ApiError as exc:
+            error = f"{exc.status.code} {exc.status.message}"
+        except api_server_writes.ClusterStepError as exc:
+            error = str(exc)
         else:
-            return
-        pebble_layer.stop_controller(self.unit.get_container(CONTAINER))
-        raise stop
+            self._stored.cluster_error = ""
+            return written
+        # A refusal (a 409/422/429/5xx, or what the operator must fix) waits for the next event.
+        self._stored.cluster_error = error
+        raise _Stop(f"applying cluster objects failed: {error}", logging.WARNING)
 
-    def _reconcile_cluster_objects(self) -> None:
-        if self.unit.is_leader():
-            namespaces = self._role_namespaces()
-            self._cluster_step(
-                lambda: cluster_objects.apply_cluster_objects(
-                    self._kube, app=self.app.name, model=self.model.name, namespaces=namespaces
-                )
+    def _write_cluster_steps(self) -> _ClusterWritten:
+        leader = self.unit.is_leader()
+        if leader:
+            api_server_writes.apply_cluster_objects(
+                self._kube,
+                app=self.app.name,
+                model=self.model.name,
+                namespaces=self._role_namespaces(),
             )
-
-    def _reconcile_webhook_port(self) -> None:
         self.unit.set_ports(workload.WEBHOOK_PORT)
-
-    def _reconcile_certificates(self) -> None:
-        if not self.unit.is_leader():
-            return
-        now = datetime.datetime.now(datetime.UTC)
-        internal_ca.keep_internal_ca(self.model, now=now)
-        if not self._certificates_related():
-            names = self._service_dns_names()
-            internal_ca.keep_fallback_webhook_cert(self.model, names=names, now=now)
-
-    def _reconcile_webhook_configuration(self) -> None:
+        if leader:
+            now = datetime.datetime.now(datetime.UTC)
+            internal_ca.keep_internal_ca(self.model, now=now)
+            if not self._certificates_related():
+                names = self._service_dns_names()
+                internal_ca.keep_fallback_webhook_cert(self.model, names=names, now=now)
         tls = self._webhook_tls()
-        if self.unit.is_leader() and tls is not None:
-            self._overlapping = self._cluster_step(
-                lambda: webhook_trust.keep_webhook_configuration(self._kube, self.model, tls)
-            )
-        self._stored.cluster_error = ""  # every cluster write of this hook succeeded
+        overlapping = False
+        if leader and tls is not None:
+            overlapping = webhook_trust.keep_webhook_configuration(self._kube, self.model, tls)
+        return _ClusterWritten(
+            ca=internal_ca.internal_ca(self.model), tls=tls, overlapping=overlapping
+        )
 
-    def _reconcile_workload_files(self) -> None:
+    def _write_workload_files(self, written: _ClusterWritten) -> None:
         container = self.unit.get_container(CONTAINER)
         if not container.can_connect():
             raise _Stop(f"container {CONTAINER} not reachable yet")
-        tls = self._webhook_tls()
+        tls = written.tls
         if tls is not None:
             webhook_trust.publish_and_settle(
                 self._kube,
@@ -239,34 +244,17 @@ class AITenantCharm(ops.CharmBase):
                     container, cert_pem=tls.cert_pem, key_pem=tls.key_pem
                 ),
                 running=pebble_layer.service_status(container) == "active",
-                overlapping=self._overlapping,
+                overlapping=written.overlapping,
             )
-        ca = internal_ca.internal_ca(self.model)
-        if ca is not None:
-            workload.write_ca_files(container, ca)
+        if written.ca is not None:
+            workload.write_ca_files(container, written.ca)
 
-    def _reconcile_pebble(self) -> None:
+    def _plan_controller(self, written: _ClusterWritten) -> None:
         container = self.unit.get_container(CONTAINER)
         layer = self._construct_layer(container)
-        if (
-            layer is None
-            or self._webhook_tls() is None
-            or internal_ca.internal_ca(self.model) is None
-        ):
+        if layer is None or written.tls is None or written.ca is None:
             raise _Stop("controller inputs incomplete; service not planned")
         pebble_layer.replan(container, layer, health_port=HEALTH_PORT)
-
-    def _cluster_step(self, step: Callable[[], T]) -> T:
-        """Run a cluster write; a refusal (a 409/422/429/5xx, or what the operator must fix)
-        is recorded for the status ladder and stops the reconcile until the next event."""
-        try:
-            return step()
-        except ApiError as exc:
-            error = f"{exc.status.code} {exc.status.message}"
-        except cluster_objects.ClusterStepError as exc:
-            error = str(exc)
-        self._stored.cluster_error = error
-        raise _Stop(f"applying cluster objects failed: {error}", logging.WARNING)
 
     # --- Actions and removal ----------------------------------------------------------------
 
@@ -318,11 +306,13 @@ class AITenantCharm(ops.CharmBase):
 
     def _assess(self) -> ops.StatusBase:
         """The status ladder (``aitenant_charm.status``): the first rung that fails wins."""
-        removal_prepared = bool(self._stored.removal_prepared)
-        facts = self._cluster_facts()
-        found = status.of_cluster(facts, app=self.app.name, removal_prepared=removal_prepared)
-        if found is not None:
-            return found
+        hold = status.cluster_hold(
+            self._cluster_facts(),
+            app=self.app.name,
+            removal_prepared=bool(self._stored.removal_prepared),
+        )
+        if hold is not None:
+            return hold.status
         try:
             config = self.load_config(CharmConfig)
         except ValidationError as exc:
@@ -368,9 +358,10 @@ class AITenantCharm(ops.CharmBase):
         return pki.service_dns_names(self.app.name, self.model.name)
 
     def _cluster_facts(self) -> ClusterFacts:
-        """Trust, the server version and another deployment: read once per dispatch."""
+        """Trust, the server version and another deployment: read once per dispatch, by the
+        first handler that needs them (reconcile, then collect-status reads the same)."""
         if self._facts is None:
-            ours = cluster.cluster_scoped_name(self.app.name, self.model.name)
+            ours = cluster_manifests.cluster_scoped_name(self.app.name, self.model.name)
             self._facts = read_cluster_facts(self._kube, ours=ours)
         return self._facts
 
@@ -401,14 +392,14 @@ class AITenantCharm(ops.CharmBase):
         data = self.maas_api.get_data()
         return data if data is not None and maas_api_refusal(config, data) is None else None
 
-    def _role_namespaces(self) -> cluster.RoleNamespaces | None:
+    def _role_namespaces(self) -> cluster_manifests.RoleNamespaces | None:
         """Where the controller's Roles go (the namespaces its flags name); None while the
         config is invalid."""
         config = self._valid_config()
         if config is None:
             return None
         gateway, _ = resolve_gateway(config, self._gateway_facts())
-        return cluster.RoleNamespaces(
+        return cluster_manifests.RoleNamespaces(
             infra=infra_namespace_of(config, self._maas_api_data(config)) or self.model.name,
             aitenant=config.aitenant_namespace,
             gateway=gateway.namespace if gateway is not None else None,

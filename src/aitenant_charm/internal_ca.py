@@ -70,7 +70,7 @@ def fallback_webhook_cert(
     rotation, the previous one until it expires); None until the leader issued it."""
     _, content = read_secret(model, WEBHOOK_CERT_LABEL)
     cert, key = content.get(pki.TLS_CERT), content.get(pki.TLS_KEY)
-    bundle = pki.trust_bundle(read_secret(model, INTERNAL_CA_LABEL)[1], now=now)
+    bundle = pki.internal_ca_bundle(read_secret(model, INTERNAL_CA_LABEL)[1], now=now)
     if not cert or not key or not bundle:
         return None
     return cert, key, bundle

@@ -1,4 +1,5 @@
-"""The charm's internal CA (docs/differences.md D9) and the certificates it issues. Pure functions.
+"""The charm's X.509 code, all of it, as pure functions: reading PEM (bundles, names,
+issuers, fingerprints), and the internal CA (docs/differences.md D9) and what it issues.
 
 The leader creates one CA with ``cryptography`` and keeps it in a Juju application secret.
 Two things hang off it:
@@ -8,8 +9,10 @@ Two things hang off it:
 - when no ``certificates`` relation exists, the charm issues the webhook serving certificate
   from it and puts the CA into the webhook configuration's ``caBundle``.
 
-Everything here takes ``now`` explicitly so tests can place a certificate anywhere in its life.
-A certificate is renewed once less than :data:`RENEW_WHEN_REMAINING` of its lifetime is left.
+A fingerprint here is ``der_sha256_fingerprint``: the SHA-256 of the DER encoding, so a
+certificate has one fingerprint whatever its PEM text. Everything takes ``now`` explicitly so
+tests can place a certificate anywhere in its life. A certificate is renewed once less than
+:data:`RENEW_WHEN_REMAINING` of its lifetime is left.
 """
 
 from __future__ import annotations
@@ -180,6 +183,11 @@ def dns_names(cert_pem: str) -> list[str]:
     return ext.value.get_values_for_type(x509.DNSName)
 
 
+def join_pem(pems: list[str]) -> str:
+    """Concatenate PEM blocks, one newline after each, skipping empty ones."""
+    return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
+
+
 def split_pem(bundle: str) -> list[str]:
     """The certificates of a PEM bundle, each as one PEM block."""
     end = "-----END CERTIFICATE-----"
@@ -189,7 +197,7 @@ def split_pem(bundle: str) -> list[str]:
 def same_certificate(a_pem: str, b_pem: str) -> bool:
     """True when the first certificates of two PEM strings are the same certificate."""
     try:
-        return fingerprint(a_pem) == fingerprint(b_pem)
+        return der_sha256_fingerprint(a_pem) == der_sha256_fingerprint(b_pem)
     except ValueError:
         return False
 
@@ -200,7 +208,7 @@ def merge_bundles(new: str, old: str, *, now: datetime.datetime) -> str:
     merged: list[str] = []
     for index, pem in enumerate([*split_pem(new), *split_pem(old)]):
         try:
-            key = fingerprint(pem)
+            key = der_sha256_fingerprint(pem)
         except ValueError:
             continue
         from_old = index >= len(split_pem(new))
@@ -211,11 +219,17 @@ def merge_bundles(new: str, old: str, *, now: datetime.datetime) -> str:
     return "".join(merged)
 
 
-def fingerprint(cert_pem: str) -> str:
-    """SHA-256 of the DER certificate, hex: a short, stable identity for a PEM."""
+def der_sha256_fingerprint(cert_pem: str) -> str:
+    """SHA-256 of the certificate's DER encoding, hex: the certificate's identity, whatever
+    the PEM text around it (headers, line breaks)."""
     return hashlib.sha256(
         load_certificate(cert_pem).public_bytes(serialization.Encoding.DER)
     ).hexdigest()
+
+
+def der_sha256_fingerprints(bundle: str) -> list[str]:
+    """The fingerprint of every certificate of a PEM bundle, in order."""
+    return [der_sha256_fingerprint(pem) for pem in split_pem(bundle)]
 
 
 def service_dns_names(service: str, namespace: str) -> list[str]:
@@ -229,27 +243,6 @@ def service_dns_names(service: str, namespace: str) -> list[str]:
 
 
 # --- Secret contents: what to store next ------------------------------------------------
-
-
-# Peer relation keys: what a unit's controller serves (unit databag), and the CAs the
-# leader's current trust bundle holds (application databag). Fingerprints, never PEM.
-SERVED_CERT = "webhook-served-cert"
-SERVED_CA = "webhook-served-ca"
-TRUSTED_CAS = "webhook-trusted-cas"
-
-
-def fingerprints(bundle: str) -> list[str]:
-    """The fingerprint of every certificate of a PEM bundle, in order."""
-    return [fingerprint(pem) for pem in split_pem(bundle)]
-
-
-def serving_facts(served_pem: str | None, bundle: str) -> dict[str, str]:
-    """What a unit publishes about the certificate its webhook serves: its fingerprint and
-    the fingerprint of the CA in ``bundle`` that issued it ("" for none, or nothing served)."""
-    if not served_pem:
-        return {SERVED_CERT: "", SERVED_CA: ""}
-    issuer = next((ca for ca in split_pem(bundle) if issued_by(served_pem, ca)), "")
-    return {SERVED_CERT: fingerprint(served_pem), SERVED_CA: fingerprint(issuer) if issuer else ""}
 
 
 def ca_from_content(content: Mapping[str, str]) -> KeyPair | None:
@@ -277,13 +270,13 @@ def next_ca_content(
     return new
 
 
-def trust_bundle(content: Mapping[str, str], *, now: datetime.datetime) -> str:
+def internal_ca_bundle(content: Mapping[str, str], *, now: datetime.datetime) -> str:
     """The current CA, plus the previous one while it is still valid, as one PEM bundle."""
     pems = [content.get(CA_CERT, "")]
     previous = content.get(PREVIOUS_CA_CERT, "")
     if previous and not is_expired(previous, now=now):
         pems.append(previous)
-    return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
+    return join_pem(pems)
 
 
 def next_server_content(

@@ -27,7 +27,7 @@ from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding, Role, 
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant_charm import cluster
+from aitenant_charm import cluster_manifests
 
 logger = logging.getLogger(__name__)
 
@@ -51,12 +51,12 @@ class Released:
 def prepare_removal(kube: Client, *, app: str, model: str) -> Released:
     """Delete the webhook configuration and release the controller's finalizers. Raises
     ApiError when the cluster refuses (the action fails; running it again goes on)."""
-    name = cluster.cluster_scoped_name(app, model)
+    name = cluster_manifests.cluster_scoped_name(app, model)
     delete_cluster_scoped(kube, ValidatingWebhookConfiguration, name)
     return Released(
-        aitenants=release_finalizers(kube, cluster.AITENANT, contract.AITENANT_FINALIZER),
+        aitenants=release_finalizers(kube, cluster_manifests.AITENANT, contract.AITENANT_FINALIZER),
         configs=release_finalizers(
-            kube, cluster.MAAS_TENANT_CONFIG, contract.TENANT_CONFIG_FINALIZER
+            kube, cluster_manifests.MAAS_TENANT_CONFIG, contract.TENANT_CONFIG_FINALIZER
         ),
     )
 
@@ -65,7 +65,7 @@ def delete_deployment_objects(kube: Client, *, app: str, model: str) -> None:
     """Delete our webhook configuration, ClusterRoleBinding, Roles and RoleBindings, and the
     admission policy on that service account's ClusterRoleBinding writes (its binding first);
     log (and go on past) what the cluster refuses, since the app is going anyway."""
-    name = cluster.cluster_scoped_name(app, model)
+    name = cluster_manifests.cluster_scoped_name(app, model)
     for kind in (
         ValidatingWebhookConfiguration,
         ClusterRoleBinding,
@@ -76,16 +76,18 @@ def delete_deployment_objects(kube: Client, *, app: str, model: str) -> None:
             delete_cluster_scoped(kube, kind, name)
         except ApiError as exc:
             logger.warning("could not delete %s %s: %s", kind.__name__, name, exc)
-    policy = cluster.webhook_network_policy_name(app)
+    policy = cluster_manifests.webhook_network_policy_name(app)
     try:
         kube.delete(NetworkPolicy, policy, namespace=model)
     except ApiError as exc:
         if exc.status.code != 404:
             logger.warning("could not delete NetworkPolicy %s/%s: %s", model, policy, exc)
-    prefix = cluster.namespaced_rbac_prefix(app, model) + "-"
+    prefix = cluster_manifests.namespaced_rbac_prefix(app, model) + "-"
     for namespaced in (RoleBinding, Role):
         try:
-            for obj in kube.list(namespaced, namespace="*", labels={**cluster.MANAGED_BY_LABEL}):
+            for obj in kube.list(
+                namespaced, namespace="*", labels={**cluster_manifests.MANAGED_BY_LABEL}
+            ):
                 meta = obj.metadata
                 if meta and meta.name and meta.name.startswith(prefix):
                     kube.delete(namespaced, meta.name, namespace=meta.namespace)

@@ -3,42 +3,75 @@
 Each rung returns the status to show when its fact is missing, or None to go on; the first
 rung that returns wins, so the order is the priority. Every rung reads a fact available in any
 hook (the cluster, stored state, config, relation data, secrets, the workload container),
-never what another handler of the same dispatch may have set.
+never what another handler of the same dispatch may have set. The first rung,
+``cluster_hold``, is also the reconcile's guard, so the status and what the charm writes
+never disagree about the cluster.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import ops
 from pydantic import ValidationError
 
 from aitenant_charm import pebble_layer
-from aitenant_charm.cluster_facts import ClusterFacts
+from aitenant_charm.api_server_reads import ClusterFacts
 from aitenant_charm.config import CharmConfig, describe_error
 from aitenant_charm.flags import maas_api_refusal
 from charms.aitenant_k8s.v0.maas_api import DatabagError, MaasApiRequirer
 
 
-def of_cluster(facts: ClusterFacts, *, app: str, removal_prepared: bool) -> ops.StatusBase | None:
-    """Trust, the API server's version, removal prepared, another deployment on the cluster."""
+@dataclass(frozen=True)
+class ClusterHold:
+    """Why the charm leaves the cluster alone for now: the status to show, the line the
+    reconcile logs (at ``level``), and whether the controller must stay stopped."""
+
+    status: ops.StatusBase
+    log: str
+    level: int = logging.INFO
+    stops_controller: bool = False
+
+
+def cluster_hold(facts: ClusterFacts, *, app: str, removal_prepared: bool) -> ClusterHold | None:
+    """Trust, the API server's version, removal prepared, another deployment on the cluster;
+    None when the charm may write. The last three keep the controller stopped."""
     if not facts.access.trusted:
+        log = f"Kubernetes API not usable yet: {facts.access.error}"
         if not facts.access.error:
-            return ops.BlockedStatus(f"run `juju trust {app} --scope=cluster`")
-        return ops.WaitingStatus(f"Kubernetes API not reachable: {facts.access.error}")
+            return ClusterHold(ops.BlockedStatus(f"run `juju trust {app} --scope=cluster`"), log)
+        status = ops.WaitingStatus(f"Kubernetes API not reachable: {facts.access.error}")
+        return ClusterHold(status, log)
     if facts.error:
-        return ops.WaitingStatus(f"Kubernetes API: {facts.error}")
+        status = ops.WaitingStatus(f"Kubernetes API: {facts.error}")
+        return ClusterHold(status, f"cannot read the cluster yet: {facts.error}")
     if facts.unsupported:
-        return ops.BlockedStatus(facts.unsupported)
+        return ClusterHold(
+            ops.BlockedStatus(facts.unsupported),
+            f"{facts.unsupported}; nothing applied",
+            logging.WARNING,
+            stops_controller=True,
+        )
     if removal_prepared:
-        return ops.BlockedStatus(
-            "prepared for removal: controller stopped, finalizers released; "
-            f"run `juju remove-application {app}`"
+        return ClusterHold(
+            ops.BlockedStatus(
+                "prepared for removal: controller stopped, finalizers released; "
+                f"run `juju remove-application {app}`"
+            ),
+            "prepared for removal: the controller stays stopped",
+            stops_controller=True,
         )
     if facts.other is not None:
-        return ops.BlockedStatus(
-            f"model {facts.other.model!r} already runs this charm on the cluster "
-            f"(ClusterRoleBinding {facts.other.binding}); one deployment per cluster"
+        return ClusterHold(
+            ops.BlockedStatus(
+                f"model {facts.other.model!r} already runs this charm on the cluster "
+                f"(ClusterRoleBinding {facts.other.binding}); one deployment per cluster"
+            ),
+            f"model {facts.other.model} already runs this charm on the cluster",
+            logging.WARNING,
+            stops_controller=True,
         )
     return None
 

@@ -30,7 +30,7 @@ from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
-from aitenant_charm import cluster, internal_ca, pki
+from aitenant_charm import cluster_manifests, internal_ca, pki
 from aitenant_charm.databag import update_databag
 from aitenant_charm.workload import WEBHOOK_PORT
 
@@ -43,6 +43,11 @@ PEERS_RELATION: Final = "aitenant-peers"
 # serve the new certificate (it polls its certificate files every 10 s) before dropping the
 # old CA from caBundle. If it is not served by then, the old CA stays until a later event.
 WEBHOOK_SETTLE_SECONDS: Final = 30.0
+# Peer relation keys: what a unit's controller serves (unit databag), and the CAs the
+# leader's current trust bundle holds (application databag). Fingerprints, never PEM.
+SERVED_CERT: Final = "webhook-served-cert"
+SERVED_CA: Final = "webhook-served-ca"
+TRUSTED_CAS: Final = "webhook-trusted-cas"
 
 
 @dataclass(frozen=True)
@@ -52,11 +57,6 @@ class WebhookTLS:
     cert_pem: str
     key_pem: str
     ca_bundle_pem: str
-
-
-def join_pem(pems: list[str]) -> str:
-    """Concatenate PEM blocks, one newline after each, skipping empty ones."""
-    return "".join(pem.strip() + "\n" for pem in pems if pem.strip())
 
 
 def webhook_tls(
@@ -76,9 +76,9 @@ def webhook_tls(
         leaf, ca = str(provided.certificate), str(provided.ca)
         intermediates = [str(c) for c in provided.chain if str(c) not in (leaf, ca)]
         return WebhookTLS(
-            cert_pem=join_pem([leaf, *intermediates]),
+            cert_pem=pki.join_pem([leaf, *intermediates]),
             key_pem=str(key),
-            ca_bundle_pem=join_pem([ca]),
+            ca_bundle_pem=pki.join_pem([ca]),
         )
     now = datetime.datetime.now(datetime.UTC)
     fallback = internal_ca.fallback_webhook_cert(model, now=now)
@@ -108,8 +108,8 @@ def keep_webhook_configuration(kube: Client, model: ops.Model, tls: WebhookTLS) 
 
 def apply_webhook_configuration(kube: Client, model: ops.Model, ca_bundle_pem: str) -> None:
     """Apply our ValidatingWebhookConfiguration, calling the app's Service, with this caBundle."""
-    webhook = cluster.construct_webhook_configuration(
-        name=cluster.cluster_scoped_name(model.app.name, model.name),
+    webhook = cluster_manifests.construct_webhook_configuration(
+        name=cluster_manifests.cluster_scoped_name(model.app.name, model.name),
         ca_bundle_pem=ca_bundle_pem.encode(),
         service_name=model.app.name,
         service_namespace=model.name,
@@ -120,7 +120,7 @@ def apply_webhook_configuration(kube: Client, model: ops.Model, ca_bundle_pem: s
 
 def published_ca_bundle(kube: Client, model: ops.Model) -> str:
     """The caBundle (PEM) of our webhook configuration in the cluster; "" if none."""
-    name = cluster.cluster_scoped_name(model.app.name, model.name)
+    name = cluster_manifests.cluster_scoped_name(model.app.name, model.name)
     try:
         current = kube.get(ValidatingWebhookConfiguration, name)
     except ApiError as exc:
@@ -187,28 +187,40 @@ def publish_serving(model: ops.Model, tls: WebhookTLS) -> None:
     if relation is None:
         return
     served = served_certificate("127.0.0.1", WEBHOOK_PORT)
-    update_databag(relation.data[model.unit], pki.serving_facts(served, tls.ca_bundle_pem))
+    update_databag(relation.data[model.unit], serving_facts(served, tls.ca_bundle_pem))
     if model.unit.is_leader():
-        cas = ",".join(pki.fingerprints(tls.ca_bundle_pem))
-        update_databag(relation.data[model.app], {pki.TRUSTED_CAS: cas})
+        cas = ",".join(pki.der_sha256_fingerprints(tls.ca_bundle_pem))
+        update_databag(relation.data[model.app], {TRUSTED_CAS: cas})
+
+
+def serving_facts(served_pem: str | None, bundle: str) -> dict[str, str]:
+    """What a unit publishes about the certificate its webhook serves: its fingerprint and
+    the fingerprint of the CA in ``bundle`` that issued it ("" for none, or nothing served)."""
+    if not served_pem:
+        return {SERVED_CERT: "", SERVED_CA: ""}
+    issuer = next((ca for ca in pki.split_pem(bundle) if pki.issued_by(served_pem, ca)), "")
+    return {
+        SERVED_CERT: pki.der_sha256_fingerprint(served_pem),
+        SERVED_CA: pki.der_sha256_fingerprint(issuer) if issuer else "",
+    }
 
 
 def units_not_serving(model: ops.Model, tls: WebhookTLS) -> list[str]:
     """Units whose controller does not serve a certificate ``tls``'s CA bundle trusts.
 
-    This unit is probed; peers say so on the peer relation (``pki.serving_facts``). Units
+    This unit is probed; peers say so on the peer relation (``serving_facts``). Units
     planned but not on the relation yet count as not serving.
     """
     lagging: list[str] = []
-    own = pki.serving_facts(served_certificate("127.0.0.1", WEBHOOK_PORT), tls.ca_bundle_pem)
-    if not own[pki.SERVED_CA]:
+    own = serving_facts(served_certificate("127.0.0.1", WEBHOOK_PORT), tls.ca_bundle_pem)
+    if not own[SERVED_CA]:
         lagging.append(model.unit.name)
     relation = model.get_relation(PEERS_RELATION)
     peers = relation.units if relation is not None else set()
-    trusted = set(pki.fingerprints(tls.ca_bundle_pem))
+    trusted = set(pki.der_sha256_fingerprints(tls.ca_bundle_pem))
     for unit in sorted(peers, key=lambda u: u.name):
         assert relation is not None
-        if relation.data[unit].get(pki.SERVED_CA) not in trusted:
+        if relation.data[unit].get(SERVED_CA) not in trusted:
             lagging.append(unit.name)
     missing = model.app.planned_units() - 1 - len(peers)
     if missing > 0:

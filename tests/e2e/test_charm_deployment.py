@@ -54,8 +54,8 @@ from ops import testing
 import charm
 from aitenant import contract
 from aitenant.resources import AITenant
-from aitenant_charm import cluster_objects, cos, lightkube_private, pki, webhook_trust
-from aitenant_charm.cluster import MANAGED_BY_LABEL, cluster_scoped_name
+from aitenant_charm import api_server_writes, cos, lightkube_private, pki, webhook_trust
+from aitenant_charm.cluster_manifests import MANAGED_BY_LABEL, cluster_scoped_name
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import CONTAINER, WEBHOOK_PORT
 from charm import AITenantCharm
@@ -541,8 +541,8 @@ async def test_the_charm_grants_rights_only_where_the_controller_uses_them(
     # AND the charm creates a missing AITenant namespace as the controller would (labelled)
     sync = Client(KubeConfig.from_file(ca_cluster.kubeconfig), field_manager="tests")
     try:
-        await asyncio.to_thread(cluster_objects.ensure_namespace, sync, "charm-made-tenants")
-        await asyncio.to_thread(cluster_objects.ensure_namespace, sync, "charm-made-tenants")
+        await asyncio.to_thread(api_server_writes.ensure_namespace, sync, "charm-made-tenants")
+        await asyncio.to_thread(api_server_writes.ensure_namespace, sync, "charm-made-tenants")
     finally:
         lightkube_private.close(sync)
     made = await kube.get(Namespace, "charm-made-tenants")

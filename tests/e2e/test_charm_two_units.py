@@ -46,7 +46,7 @@ from ops import testing
 
 from aitenant.resources import AITenant
 from aitenant_charm import lightkube_private, pebble_layer, pki, webhook_trust
-from aitenant_charm.cluster import cluster_scoped_name
+from aitenant_charm.cluster_manifests import cluster_scoped_name
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import METRICS_PORT, SERVICE, WEBHOOK_PORT
 from tests.harness import samples
@@ -115,7 +115,7 @@ class PodDeployment(Deployment):
     def served_ca(self, unit: int) -> str:
         """The fingerprint ``unit`` published for the CA of what its controller serves."""
         assert self.peers is not None
-        return self.peers.unit_data[unit].get(pki.SERVED_CA, "")
+        return self.peers.unit_data[unit].get(webhook_trust.SERVED_CA, "")
 
     def internal_ca_cert(self) -> str:
         """The internal CA's certificate, as the leader last wrote it."""
@@ -288,7 +288,9 @@ def published_cas(kube: Client) -> set[str]:
     """Fingerprints of the CAs our webhook configuration's caBundle holds."""
     vwc = kube.get(ValidatingWebhookConfiguration, VWC)
     (webhook,) = vwc.webhooks or []
-    return set(pki.fingerprints(base64.b64decode(webhook.clientConfig.caBundle or "").decode()))
+    return set(
+        pki.der_sha256_fingerprints(base64.b64decode(webhook.clientConfig.caBundle or "").decode())
+    )
 
 
 def served_by(p: Pod) -> str:
@@ -334,10 +336,10 @@ def test_a_ca_switch_with_two_units_refuses_no_admission(cluster: LocalCluster, 
             "standby (leader election is the controller's)"
         )
         old = d.internal_ca_cert()
-        assert published_cas(kube) == {pki.fingerprint(old)}
+        assert published_cas(kube) == {pki.der_sha256_fingerprint(old)}
         for unit, p in enumerate(pods):
             assert pki.issued_by(served_by(p), old)
-            assert d.served_ca(unit) == pki.fingerprint(old)
+            assert d.served_ca(unit) == pki.der_sha256_fingerprint(old)
         probe = Probe(cluster.kubeconfig)
         eventually(probe.once, 60, "an admission through the webhook")
         before = [reviews(p) for p in pods]
@@ -354,12 +356,16 @@ def test_a_ca_switch_with_two_units_refuses_no_admission(cluster: LocalCluster, 
             assert new not in (old, due.cert_pem)
             # THEN the leader's controller serves the new certificate and the leader says so
             assert pki.issued_by(served_by(pods[0]), new)
-            assert d.served_ca(0) == pki.fingerprint(new)
+            assert d.served_ca(0) == pki.der_sha256_fingerprint(new)
             # AND unit 1's controller still serves the old one, as unit 1 published, so the
             # old CA stays in caBundle next to the new one (and the one due, until it expires)
             assert pki.issued_by(served_by(pods[1]), old)
-            assert d.served_ca(1) == pki.fingerprint(old)
-            both = {pki.fingerprint(old), pki.fingerprint(new), pki.fingerprint(due.cert_pem)}
+            assert d.served_ca(1) == pki.der_sha256_fingerprint(old)
+            both = {
+                pki.der_sha256_fingerprint(old),
+                pki.der_sha256_fingerprint(new),
+                pki.der_sha256_fingerprint(due.cert_pem),
+            }
             assert published_cas(kube) == both
             # AND the leader's later hooks keep it while unit 1 has not moved
             d.run(0, lambda ctx, state: ctx.on.update_status())
@@ -369,11 +375,11 @@ def test_a_ca_switch_with_two_units_refuses_no_admission(cluster: LocalCluster, 
             d.peers_changed(1, remote=0)
             # THEN its controller serves the new certificate and unit 1 publishes that
             assert pki.issued_by(served_by(pods[1]), new)
-            assert d.served_ca(1) == pki.fingerprint(new)
+            assert d.served_ca(1) == pki.der_sha256_fingerprint(new)
             # WHEN the leader hears of unit 1's publication
             d.peers_changed(0, remote=1)
             # THEN the old CA is gone; the new one and the one due remain
-            assert published_cas(kube) == both - {pki.fingerprint(old)}
+            assert published_cas(kube) == both - {pki.der_sha256_fingerprint(old)}
             dropped_after = time.monotonic() - started
             # AND a few more admissions go to the settled configuration
             more = seen.attempted + 20

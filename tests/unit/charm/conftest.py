@@ -1,19 +1,16 @@
-"""Fixtures for the charm's Harness tests: a patched lightkube Client and a begun Harness."""
+"""Fixtures for the charm's tests: a patched lightkube Client and one unit under ops.testing."""
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
+from pathlib import Path
 from unittest.mock import MagicMock, patch
 
 import pytest
-from charm_kit import APP, MODEL, SERVER_VERSION, CharmKit, PrivateCalls, api_error
-from ops import testing
+from charm_kit import SERVER_VERSION, CharmKit, PrivateCalls, api_error
 
 import charm
 from aitenant_charm import lightkube_private, pebble_layer, webhook_trust
-from aitenant_charm.workload import CONTAINER
-from charm import AITenantCharm
 
 
 @pytest.fixture
@@ -62,32 +59,10 @@ def readyz() -> Iterator[MagicMock]:
 
 
 @pytest.fixture
-def harness(
-    kube: MagicMock, private: PrivateCalls, monkeypatch: pytest.MonkeyPatch
-) -> Iterator[testing.Harness[AITenantCharm]]:
-    """A begun Harness: leader unit 0 of `aitenant-k8s` in model `maas`, container reachable.
-
-    No event has run yet; use ``kit.reconcile()`` or emit one.
-    """
-    monkeypatch.setenv("JUJU_VERSION", "3.6.4")  # metadata.yaml assumes juju >= 3.6
-    with warnings.catch_warnings():
-        # Harness is the design's choice (docs/design.md §8); ops marks it pending deprecation.
-        warnings.simplefilter("ignore", PendingDeprecationWarning)
-        h = testing.Harness(AITenantCharm)
-    h.set_model_name(MODEL)
-    h.set_leader(True)
-    h.set_can_connect(CONTAINER, True)
-    h.begin()
-    assert h.model.app.name == APP
-    yield h
-    h.cleanup()
-
-
-@pytest.fixture
-def kit(
-    harness: testing.Harness[AITenantCharm], kube: MagicMock, private: PrivateCalls
-) -> CharmKit:
-    return CharmKit(harness, kube, private)
+def kit(kube: MagicMock, private: PrivateCalls, tmp_path: Path) -> CharmKit:
+    """Leader unit 0 of `aitenant-k8s` in model `maas`, container reachable; no hook has run
+    yet (use ``kit.reconcile()`` or another verb)."""
+    return CharmKit(kube, private, files=tmp_path / "workload")
 
 
 @pytest.fixture

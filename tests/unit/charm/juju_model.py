@@ -34,16 +34,18 @@ from typing import Any, cast
 from unittest.mock import patch
 
 import ops
-import yaml
-from charmlibs.interfaces.gateway_metadata import GatewayMetadata
 from ops import testing
-from scenario.mocking import _MockModelBackend  # pyright: ignore[reportPrivateUsage]
-from scenario.state import layer_from_rockcraft
 from tests.unit.charm.charm_kit import (
+    APP,
     DEFAULT_MAAS_API,
+    META,
+    ROOT,
     SERVER_VERSION,
     api_error,
+    gateway_databag,
     maas_api_databag,
+    new_container,
+    new_context,
 )
 
 import charm
@@ -51,10 +53,6 @@ from aitenant_charm import lightkube_private, pebble_layer, webhook_trust
 from aitenant_charm.workload import CONTAINER, WEBHOOK_CERT_DIR
 from charm import AITenantCharm
 
-ROOT = Path(__file__).resolve().parents[3]
-APP = "aitenant-k8s"
-META = yaml.safe_load((ROOT / "metadata.yaml").read_text())
-CHARMCRAFT = yaml.safe_load((ROOT / "charmcraft.yaml").read_text())
 LOKI_URL = "http://loki-0.loki-endpoints.cos.svc.cluster.local:3100/loki/api/v1/push"
 
 
@@ -205,24 +203,15 @@ class Unit:
     def __init__(self, deployment: Deployment, unit_id: int) -> None:
         self.id = unit_id
         self.name = f"{APP}/{unit_id}"
-        self.ctx = testing.Context(
-            AITenantCharm,
-            meta=META,
-            actions=CHARMCRAFT["actions"],
-            config=CHARMCRAFT["config"],
-            app_name=APP,
-            unit_id=unit_id,
-        )
+        self.ctx = new_context(unit_id)
         # The files the charm writes for the controller outlive the hook (ops.testing wipes
         # the rest of the simulated filesystem before each run).
         files = tempfile.mkdtemp(prefix=f"aitenant-unit-{unit_id}-")
         weakref.finalize(self, shutil.rmtree, files, True)
-        container = testing.Container(
-            CONTAINER,
-            can_connect=True,
+        container = new_container(
+            Path(files),
             # As Juju starts it: the rock's own layer loaded before the charm plans anything.
-            layers={"000-rock": layer_from_rockcraft(ROOT / "rockcraft.yaml")},
-            mounts={"etc": testing.Mount(location="/etc/aitenant", source=files)},
+            layers={"000-rock": testing.layer_from_rockcraft(ROOT / "rockcraft.yaml")},
         )
         self.state = testing.State(containers={container})
         self.workload = Workload(root=Path(files))
@@ -271,16 +260,8 @@ class Deployment:
         return self._add(testing.Relation(endpoint, remote_app_name=remote_app, **data))
 
     def relate_gateway(self) -> SharedRelation:
-        metadata = GatewayMetadata(
-            namespace="istio-gw",
-            gateway_name="maas-gateway",
-            deployment_name="maas-gateway",
-            service_account="maas-gateway",
-        )
         return self.relate(
-            charm.GATEWAY_RELATION,
-            "istio-ingress-k8s",
-            remote_app_data={"metadata": metadata.model_dump_json()},
+            charm.GATEWAY_RELATION, "istio-ingress-k8s", remote_app_data=gateway_databag()
         )
 
     def relate_maas_api(self) -> SharedRelation:
@@ -349,11 +330,15 @@ class Deployment:
         with contextlib.ExitStack() as stack:
             if self.pebble:
                 sockets = {f"{APP}/{unit}": path for unit, path in self.pebble.items()}
+                container_init = ops.Container.__init__
 
-                def get_pebble(backend: Any, socket_path: str) -> ops.pebble.Client:
-                    return ops.pebble.Client(socket_path=sockets[os.environ["JUJU_UNIT_NAME"]])
+                # ops.Container takes the Pebble client to use (its public ``pebble_client``
+                # argument): the running unit's real Pebble instead of the simulated one.
+                def init(container: ops.Container, name: str, backend: Any, *_: Any) -> None:
+                    socket = sockets[os.environ["JUJU_UNIT_NAME"]]
+                    container_init(container, name, backend, ops.pebble.Client(socket_path=socket))
 
-                stack.enter_context(patch.object(_MockModelBackend, "get_pebble", get_pebble))
+                stack.enter_context(patch.object(ops.Container, "__init__", init))
             if self.cluster is not None:
                 self._fake_cluster(stack, self.cluster)
             else:

@@ -32,7 +32,7 @@ def _charm_modules() -> list[str]:
 
 def test_the_charm_loads_only_the_modules_its_contract_allows() -> None:
     modules = _charm_modules()
-    assert {"charm", "aitenant_charm", "aitenant_charm.cluster_facts"} <= set(modules)
+    assert {"charm", "aitenant_charm", "aitenant_charm.api_server_reads"} <= set(modules)
     probe = (
         "import importlib, json, sys\n"
         f"for name in {modules!r}: importlib.import_module(name)\n"

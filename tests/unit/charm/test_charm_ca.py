@@ -12,7 +12,7 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 
 from aitenant_charm import pki
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
-from aitenant_charm.workload import CONTAINER, MAAS_API_CA_FILE, WEBHOOK_CERT_DIR
+from aitenant_charm.workload import MAAS_API_CA_FILE, WEBHOOK_CERT_DIR
 
 NOW = datetime.datetime(2030, 1, 1, tzinfo=datetime.UTC)
 
@@ -34,8 +34,8 @@ def test_ca_is_stable_across_reconciles(ready: CharmKit):
     # GIVEN a created CA
     first = ready.secret(INTERNAL_CA_LABEL)
     # WHEN more events reconcile
-    ready.harness.charm.on.update_status.emit()
-    ready.harness.charm.on.config_changed.emit()
+    ready.emit("update_status")
+    ready.emit("config_changed")
     # THEN the same CA is kept (no new secret revision content)
     assert ready.secret(INTERNAL_CA_LABEL) == first
 
@@ -43,11 +43,9 @@ def test_ca_is_stable_across_reconciles(ready: CharmKit):
 def test_ca_rotated_when_near_expiry(ready: CharmKit):
     # GIVEN a CA with a tenth of its lifetime left
     old = near_expiry_ca(datetime.datetime.now(datetime.UTC))
-    ready.harness.model.get_secret(label=INTERNAL_CA_LABEL).set_content(
-        {"ca-cert": old.cert_pem, "ca-key": old.key_pem}
-    )
+    ready.set_secret_content(INTERNAL_CA_LABEL, {"ca-cert": old.cert_pem, "ca-key": old.key_pem})
     # WHEN update-status reconciles
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN a new CA replaces it and the old one is kept for trust until it expires
     content = ready.secret(INTERNAL_CA_LABEL)
     assert content["ca-cert"] != old.cert_pem
@@ -71,13 +69,11 @@ def test_ca_rotated_when_near_expiry(ready: CharmKit):
 def test_ca_rotation_never_restarts_the_controller(ready: CharmKit):
     # GIVEN a planned controller
     before = ready.service().to_dict()
-    ready.harness.container_pebble_ready(CONTAINER)
+    ready.reconcile()
     # WHEN the CA is rotated
     old = near_expiry_ca(datetime.datetime.now(datetime.UTC))
-    ready.harness.model.get_secret(label=INTERNAL_CA_LABEL).set_content(
-        {"ca-cert": old.cert_pem, "ca-key": old.key_pem}
-    )
-    ready.harness.charm.on.update_status.emit()
+    ready.set_secret_content(INTERNAL_CA_LABEL, {"ca-cert": old.cert_pem, "ca-key": old.key_pem})
+    ready.emit("update_status")
     # THEN the new CA is in the workload's files
     assert ready.read(MAAS_API_CA_FILE) != old.cert_pem
     # AND the service definition is unchanged, so Pebble does not restart the controller
@@ -88,12 +84,10 @@ def test_ca_rotation_never_restarts_the_controller(ready: CharmKit):
 def test_non_leader_reads_but_never_rotates(ready: CharmKit):
     # GIVEN a near-expiry CA and a unit that is not the leader
     old = near_expiry_ca(datetime.datetime.now(datetime.UTC))
-    ready.harness.model.get_secret(label=INTERNAL_CA_LABEL).set_content(
-        {"ca-cert": old.cert_pem, "ca-key": old.key_pem}
-    )
-    ready.harness.set_leader(False)
+    ready.set_secret_content(INTERNAL_CA_LABEL, {"ca-cert": old.cert_pem, "ca-key": old.key_pem})
+    ready.set_leader(False)
     # WHEN it reconciles
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN the CA is left for the leader to rotate, and the unit uses what is there
     assert ready.secret(INTERNAL_CA_LABEL)["ca-cert"] == old.cert_pem
     assert ready.read(MAAS_API_CA_FILE) == old.cert_pem
@@ -147,8 +141,8 @@ def test_fingerprint_is_stable_and_distinct():
     b = pki.generate_ca("b", now=NOW)
     # WHEN we fingerprint them
     # THEN each has one fingerprint, different from the other's
-    assert pki.fingerprint(a.cert_pem) == pki.fingerprint(a.cert_pem)
-    assert pki.fingerprint(a.cert_pem) != pki.fingerprint(b.cert_pem)
+    assert pki.der_sha256_fingerprint(a.cert_pem) == pki.der_sha256_fingerprint(a.cert_pem)
+    assert pki.der_sha256_fingerprint(a.cert_pem) != pki.der_sha256_fingerprint(b.cert_pem)
 
 
 def test_next_ca_content_creates_keeps_and_rotates():
@@ -179,7 +173,7 @@ def test_trust_bundle_drops_an_expired_previous_ca():
         pki.PREVIOUS_CA_CERT: expired.cert_pem,
     }
     # WHEN the trust bundle is built
-    bundle = pki.trust_bundle(content, now=NOW)
+    bundle = pki.internal_ca_bundle(content, now=NOW)
     # THEN only the current CA is trusted
     assert bundle.strip() == current.cert_pem.strip()
 

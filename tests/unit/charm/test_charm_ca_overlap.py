@@ -11,7 +11,7 @@ from charm_kit import APP, MODEL, CharmKit
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
 from aitenant_charm import pki, webhook_trust
-from aitenant_charm.cluster import cluster_scoped_name, construct_webhook_configuration
+from aitenant_charm.cluster_manifests import cluster_scoped_name, construct_webhook_configuration
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import WEBHOOK_CERT_DIR, WEBHOOK_PORT
 
@@ -42,7 +42,7 @@ def applied_bundles(kit: CharmKit) -> list[set[str]]:
     out: list[set[str]] = []
     for webhook in kit.applied(ValidatingWebhookConfiguration):
         pem = base64.b64decode(webhook.webhooks[0].clientConfig.caBundle).decode()
-        out.append({pki.fingerprint(p) for p in pki.split_pem(pem)})
+        out.append({pki.der_sha256_fingerprint(p) for p in pki.split_pem(pem)})
     return out
 
 
@@ -58,13 +58,13 @@ def test_old_ca_stays_published_until_the_workload_serves_the_new_certificate(
     publish(ready.kube, old.cert_pem)
     ready.kube.apply.reset_mock()
     # WHEN the charm reconciles while the workload still serves the old certificate
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN caBundle holds the new CA and the old one
-    new_fp = pki.fingerprint(current_ca(ready))
-    assert applied_bundles(ready)[-1] == {new_fp, pki.fingerprint(old.cert_pem)}
+    new_fp = pki.der_sha256_fingerprint(current_ca(ready))
+    assert applied_bundles(ready)[-1] == {new_fp, pki.der_sha256_fingerprint(old.cert_pem)}
     # WHEN the workload serves the new certificate and another event comes
     served.return_value = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN only the new CA is published
     assert applied_bundles(ready)[-1] == {new_fp}
 
@@ -84,11 +84,11 @@ def test_old_ca_dropped_in_the_same_hook_once_the_new_certificate_is_served(
 
     served.side_effect = serve
     # WHEN one event reconciles
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN it first published both CAs, then only the new one
-    new_fp = pki.fingerprint(current_ca(ready))
+    new_fp = pki.der_sha256_fingerprint(current_ca(ready))
     bundles = applied_bundles(ready)
-    assert bundles[0] == {new_fp, pki.fingerprint(old.cert_pem)}
+    assert bundles[0] == {new_fp, pki.der_sha256_fingerprint(old.cert_pem)}
     assert bundles[-1] == {new_fp}
 
 
@@ -100,9 +100,9 @@ def test_expired_old_ca_is_not_carried_over(ready: CharmKit):
     publish(ready.kube, expired.cert_pem)
     ready.kube.apply.reset_mock()
     # WHEN the charm reconciles
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN only the current CA is published
-    assert applied_bundles(ready)[-1] == {pki.fingerprint(current_ca(ready))}
+    assert applied_bundles(ready)[-1] == {pki.der_sha256_fingerprint(current_ca(ready))}
 
 
 def test_first_deployment_publishes_only_its_ca(kit: CharmKit):
@@ -110,7 +110,7 @@ def test_first_deployment_publishes_only_its_ca(kit: CharmKit):
     # WHEN the charm deploys
     kit.make_ready()
     # THEN the bundle is the internal CA alone
-    assert applied_bundles(kit)[-1] == {pki.fingerprint(current_ca(kit))}
+    assert applied_bundles(kit)[-1] == {pki.der_sha256_fingerprint(current_ca(kit))}
 
 
 def test_merge_bundles_keeps_order_and_drops_duplicates():

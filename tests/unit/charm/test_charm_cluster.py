@@ -33,9 +33,9 @@ from lightkube.resources.rbac_authorization_v1 import (
 import charm
 from aitenant import contract
 from aitenant_charm import pki
-from aitenant_charm.cluster import CONTROLLER_CLUSTER_ROLE, MANAGED_BY_LABEL, load_crds
+from aitenant_charm.cluster_manifests import CONTROLLER_CLUSTER_ROLE, MANAGED_BY_LABEL, load_crds
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL, WEBHOOK_CERT_LABEL
-from aitenant_charm.workload import CONTAINER, SERVICE, WEBHOOK_CERT_DIR
+from aitenant_charm.workload import SERVICE, WEBHOOK_CERT_DIR
 
 SHIPPED_CRDS = load_crds()
 
@@ -111,7 +111,7 @@ def test_cluster_role_binding_writes_are_limited_to_the_app_service_account_s_ma
 
 def test_non_leader_applies_nothing(kit: CharmKit):
     # GIVEN a non-leader unit
-    kit.harness.set_leader(False)
+    kit.set_leader(False)
     # WHEN it reconciles
     kit.make_ready()
     # THEN cluster objects are the leader's job
@@ -122,7 +122,7 @@ def test_webhook_port_is_opened(ready: CharmKit):
     # GIVEN a reconciled unit
     # WHEN we look at its opened ports
     # THEN the webhook port is open on the app's Service
-    assert {port.port for port in ready.harness.model.unit.opened_ports()} == {9443}
+    assert {port.port for port in ready.state.opened_ports} == {9443}
 
 
 def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: CharmKit):
@@ -152,11 +152,10 @@ def test_webhook_certificate_from_the_certificates_relation(kit: CharmKit):
     # GIVEN a certificates relation and a provider CA
     now = datetime.datetime.now(datetime.UTC)
     provider_ca = pki.generate_ca("provider CA", now=now)
-    relation_id = kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
-    kit.harness.add_relation_unit(relation_id, "self-signed-certificates/0")
+    relation_id = kit.relate(charm.CERTIFICATES_RELATION, "self-signed-certificates", units={0: {}})
     kit.make_ready()
     # WHEN the provider signs the unit's request and publishes it
-    requests = kit.harness.get_relation_data(relation_id, kit.harness.model.unit.name)
+    requests = kit.relation(relation_id).local_unit_data
     csr_pem = _first_csr(requests["certificate_signing_requests"])
     csr = CertificateSigningRequest.from_string(csr_pem)
     signed = csr.sign(
@@ -170,14 +169,12 @@ def test_webhook_certificate_from_the_certificates_relation(kit: CharmKit):
         "certificate": str(signed),
         "chain": [str(signed), provider_ca.cert_pem],
     }
-    kit.harness.update_relation_data(
-        relation_id, "self-signed-certificates", {"certificates": json.dumps([provided])}
-    )
+    kit.update_relation_data(relation_id, app_data={"certificates": json.dumps([provided])})
     kit.reconcile()
     # THEN the workload serves the provided certificate and the webhook trusts the provider CA
     assert kit.read(f"{WEBHOOK_CERT_DIR}/tls.crt").strip() == str(signed).strip()
     assert _ca_bundle(_webhook(kit)).strip() == provider_ca.cert_pem.strip()
-    assert SERVICE in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE in kit.plan().services
 
 
 def test_renewed_webhook_certificate_does_not_restart_the_controller(ready: CharmKit):
@@ -186,9 +183,7 @@ def test_renewed_webhook_certificate_does_not_restart_the_controller(ready: Char
     env = dict(ready.service().environment)
     old = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
     # WHEN the fallback certificate is replaced (as renewal does)
-    ready.harness.model.get_secret(label=WEBHOOK_CERT_LABEL).set_content(
-        {"tls-cert": "renew-me", "tls-key": "renew-me"}
-    )
+    ready.set_secret_content(WEBHOOK_CERT_LABEL, {"tls-cert": "renew-me", "tls-key": "renew-me"})
     ready.reconcile()
     # THEN the new certificate file is in place but the service definition is unchanged
     new = ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt")
@@ -202,9 +197,9 @@ def test_remove_of_the_application_deletes_only_the_webhook_binding_and_policy(
     ready: CharmKit,
 ):
     # GIVEN a deployed application that is being removed entirely
-    ready.harness.set_planned_units(0)
+    ready.replace(planned_units=0)
     # WHEN the remove hook runs
-    ready.harness.charm.on.remove.emit()
+    ready.emit("remove")
     # THEN the webhook configuration, binding, admission policy and pods' policy go, CRDs and
     # ClusterRoles never do
     deleted = [call.args for call in ready.kube.delete.call_args_list]
@@ -223,19 +218,19 @@ def test_remove_of_the_application_deletes_only_the_webhook_binding_and_policy(
 
 def test_removing_one_unit_deletes_nothing(ready: CharmKit):
     # GIVEN an application that keeps other units
-    ready.harness.set_planned_units(2)
+    ready.replace(planned_units=2)
     # WHEN one unit's remove hook runs
-    ready.harness.charm.on.remove.emit()
+    ready.emit("remove")
     # THEN nothing is deleted
     ready.kube.delete.assert_not_called()
 
 
 def test_remove_tolerates_objects_already_gone(ready: CharmKit):
     # GIVEN objects that were already deleted
-    ready.harness.set_planned_units(0)
+    ready.replace(planned_units=0)
     ready.kube.delete.side_effect = api_error(404, "not found")
     # WHEN the remove hook runs
-    ready.harness.charm.on.remove.emit()
+    ready.emit("remove")
     # THEN it finishes without error, having tried each
     assert ready.kube.delete.call_count == 5
 
@@ -245,7 +240,7 @@ def test_crds_reapplied_never_deleted_on_other_events(ready: CharmKit, event: st
     # GIVEN a reconciled leader
     ready.kube.apply.reset_mock()
     # WHEN another lifecycle event arrives
-    getattr(ready.harness.charm.on, event).emit()
+    ready.emit(event)
     # THEN the CRDs are applied again (idempotent) and nothing is deleted
     assert len(ready.applied(CustomResourceDefinition)) == len(SHIPPED_CRDS)
     ready.kube.delete.assert_not_called()
@@ -257,16 +252,16 @@ def _first_csr(raw: str) -> str:
 
 def test_removing_the_certificates_relation_falls_back_to_the_internal_ca(kit: CharmKit):
     # GIVEN a certificates relation that never issued a certificate
-    relation_id = kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
+    relation_id = kit.relate(charm.CERTIFICATES_RELATION, "self-signed-certificates")
     kit.make_ready()
-    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE not in kit.plan().services
     # WHEN the relation is removed
-    kit.harness.remove_relation(relation_id)
+    kit.remove_relation(relation_id)
     # THEN the leader issues the webhook certificate from its CA and the controller starts
     ca = kit.secret(INTERNAL_CA_LABEL)["ca-cert"]
     assert pki.issued_by(kit.read(f"{WEBHOOK_CERT_DIR}/tls.crt"), ca)
     assert ca in _ca_bundle(_webhook(kit))
-    assert SERVICE in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE in kit.plan().services
 
 
 # --- CRDs for the API server's version, and the namespaced Roles -----------------------------
@@ -297,7 +292,7 @@ def test_an_api_server_older_than_1_32_blocks_and_nothing_is_written(kit: CharmK
     kit.kube.apply.assert_not_called()
     kit.kube.patch.assert_not_called()
     kit.kube.delete.assert_not_called()
-    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE not in kit.plan().services
 
 
 def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str | None]]:
@@ -537,8 +532,8 @@ def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
         RoleBinding: [_stored(RoleBinding, MODEL, f"{PREFIX}-leader-election")],
     }
     ready.kube.list.side_effect = lambda kind, *a, **kw: iter(stored.get(kind, []))  # pyright: ignore[reportUnknownLambdaType]
-    ready.harness.set_planned_units(0)
-    ready.charm.on.remove.emit()
+    ready.replace(planned_units=0)
+    ready.emit("remove")
     deleted = {
         (c.args[0].__name__, c.kwargs.get("namespace"), c.args[1])
         for c in ready.kube.delete.call_args_list
@@ -551,7 +546,7 @@ def test_remove_deletes_our_roles_everywhere(ready: CharmKit):
     }
 
 
-# --- the webhook port's NetworkPolicy (issue 34 item 1) ------------------------------------
+# --- the webhook port's NetworkPolicy -------------------------------------------------------
 
 
 def _api_server_at(kube: MagicMock, *addresses: str) -> None:

@@ -10,7 +10,6 @@ from charm_kit import APP, MODEL, CharmKit
 
 import charm
 from aitenant_charm import cos
-from aitenant_charm.workload import CONTAINER
 
 ALERTS = {
     "AITenantNoLeader",
@@ -22,18 +21,23 @@ ALERTS = {
 
 
 def app_bag(kit: CharmKit, relation_id: int) -> dict[str, str]:
-    return dict(kit.harness.get_relation_data(relation_id, APP))
+    return dict(kit.relation(relation_id).local_app_data)
+
+
+# What Juju itself puts in every unit databag.
+JUJU_UNIT_KEYS = {"egress-subnets", "ingress-address", "private-address"}
 
 
 def unit_bag(kit: CharmKit, relation_id: int) -> dict[str, str]:
-    return dict(kit.harness.get_relation_data(relation_id, f"{APP}/0"))
+    """What the charm wrote in this unit's databag."""
+    bag = kit.relation(relation_id).local_unit_data
+    return {key: value for key, value in bag.items() if key not in JUJU_UNIT_KEYS}
 
 
 def test_metrics_endpoint_publishes_the_scrape_job_and_topology(ready: CharmKit):
     # GIVEN a healthy leader
     # WHEN Prometheus joins metrics-endpoint
-    rel = ready.harness.add_relation(charm.METRICS_RELATION, "prometheus-k8s")
-    ready.harness.add_relation_unit(rel, "prometheus-k8s/0")
+    rel = ready.relate(charm.METRICS_RELATION, "prometheus-k8s")
     bag = app_bag(ready, rel)
     # THEN one job scrapes /metrics on port 8080 of every unit
     assert json.loads(bag["scrape_jobs"]) == [
@@ -45,7 +49,7 @@ def test_metrics_endpoint_publishes_the_scrape_job_and_topology(ready: CharmKit)
     assert metadata["application"] == APP
     assert metadata["unit"] == f"{APP}/0"
     assert metadata["charm_name"] == "aitenant-k8s"
-    assert metadata["model_uuid"] == ready.harness.model.uuid
+    assert metadata["model_uuid"] == ready.state.model.uuid
     # AND the unit says where Prometheus reaches it
     assert unit_bag(ready, rel) == {
         "prometheus_scrape_unit_address": f"{APP}-0.{APP}-endpoints.{MODEL}.svc.cluster.local",
@@ -55,8 +59,7 @@ def test_metrics_endpoint_publishes_the_scrape_job_and_topology(ready: CharmKit)
 
 def test_alert_rules_are_shipped_scoped_to_the_deployment(ready: CharmKit):
     # GIVEN Prometheus related
-    rel = ready.harness.add_relation(charm.METRICS_RELATION, "prometheus-k8s")
-    ready.harness.add_relation_unit(rel, "prometheus-k8s/0")
+    rel = ready.relate(charm.METRICS_RELATION, "prometheus-k8s")
     # WHEN we read the alert rules it got
     rules = json.loads(app_bag(ready, rel)["alert_rules"])
     flat = [rule for group in rules["groups"] for rule in group["rules"]]
@@ -75,10 +78,9 @@ def test_alert_rules_are_shipped_scoped_to_the_deployment(ready: CharmKit):
 
 def test_non_leader_publishes_its_unit_address_only(ready: CharmKit):
     # GIVEN a unit that is not the leader
-    ready.harness.set_leader(False)
+    ready.set_leader(False)
     # WHEN Prometheus joins
-    rel = ready.harness.add_relation(charm.METRICS_RELATION, "prometheus-k8s")
-    ready.harness.add_relation_unit(rel, "prometheus-k8s/0")
+    rel = ready.relate(charm.METRICS_RELATION, "prometheus-k8s")
     # THEN the unit databag is written, the application databag is not
     assert unit_bag(ready, rel)["prometheus_scrape_unit_name"] == f"{APP}/0"
     assert app_bag(ready, rel) == {}
@@ -87,8 +89,7 @@ def test_non_leader_publishes_its_unit_address_only(ready: CharmKit):
 def test_grafana_dashboard_carries_the_compressed_dashboard(ready: CharmKit):
     # GIVEN a healthy leader
     # WHEN Grafana joins grafana-dashboard
-    rel = ready.harness.add_relation(charm.DASHBOARD_RELATION, "grafana-k8s")
-    ready.harness.add_relation_unit(rel, "grafana-k8s/0")
+    rel = ready.relate(charm.DASHBOARD_RELATION, "grafana-k8s")
     data = json.loads(app_bag(ready, rel)["dashboards"])
     # THEN one template holds our dashboard, LZMA+base64 encoded, with the topology
     (key,) = data["templates"]
@@ -116,14 +117,12 @@ def test_grafana_dashboard_carries_the_compressed_dashboard(ready: CharmKit):
 
 def test_unchanged_charm_rewrites_no_databag(ready: CharmKit):
     # GIVEN both COS provider relations published
-    metrics = ready.harness.add_relation(charm.METRICS_RELATION, "prometheus-k8s")
-    ready.harness.add_relation_unit(metrics, "prometheus-k8s/0")
-    dashboards = ready.harness.add_relation(charm.DASHBOARD_RELATION, "grafana-k8s")
-    ready.harness.add_relation_unit(dashboards, "grafana-k8s/0")
+    metrics = ready.relate(charm.METRICS_RELATION, "prometheus-k8s")
+    dashboards = ready.relate(charm.DASHBOARD_RELATION, "grafana-k8s")
     before = (app_bag(ready, metrics), app_bag(ready, dashboards))
     # WHEN more events reconcile
-    ready.harness.charm.on.update_status.emit()
-    ready.harness.charm.on.config_changed.emit()
+    ready.emit("update_status")
+    ready.emit("config_changed")
     # THEN the databags hold the same bytes (the dashboard uuid is a content hash)
     assert (app_bag(ready, metrics), app_bag(ready, dashboards)) == before
 
@@ -137,11 +136,11 @@ def test_logging_forwards_the_controller_logs_to_each_loki_unit(ready: CharmKit)
     # WHEN Loki joins logging with two units
     url0 = "http://loki-k8s-0.loki-k8s-endpoints.cos.svc.cluster.local:3100/loki/api/v1/push"
     url1 = "http://loki-k8s-1.loki-k8s-endpoints.cos.svc.cluster.local:3100/loki/api/v1/push"
-    rel = ready.harness.add_relation(charm.LOGGING_RELATION, "loki-k8s", unit_data=loki_unit(url0))
-    ready.harness.add_relation_unit(rel, "loki-k8s/1")
-    ready.harness.update_relation_data(rel, "loki-k8s/1", loki_unit(url1))
+    rel = ready.relate(charm.LOGGING_RELATION, "loki-k8s", units={0: loki_unit(url0)})
+    ready.run(lambda ctx, state: ctx.on.relation_joined(state.get_relation(rel), remote_unit=1))
+    ready.update_relation_data(rel, unit=1, unit_data=loki_unit(url1))
     # THEN the plan has one Loki log target per unit, for every service, labelled with topology
-    targets = ready.harness.get_container_pebble_plan(CONTAINER).log_targets
+    targets = ready.plan().log_targets
     assert {name: t.location for name, t in targets.items()} == {
         "loki-loki-k8s-0": url0,
         "loki-loki-k8s-1": url1,
@@ -157,12 +156,12 @@ def test_logging_forwards_the_controller_logs_to_each_loki_unit(ready: CharmKit)
 def test_logging_relation_removed_stops_forwarding(ready: CharmKit):
     # GIVEN logs forwarded to one Loki unit
     url = "http://loki:3100/loki/api/v1/push"
-    rel = ready.harness.add_relation(charm.LOGGING_RELATION, "loki-k8s", unit_data=loki_unit(url))
-    assert ready.harness.get_container_pebble_plan(CONTAINER).log_targets
+    rel = ready.relate(charm.LOGGING_RELATION, "loki-k8s", units={0: loki_unit(url)})
+    assert ready.plan().log_targets
     # WHEN the relation is removed
-    ready.harness.remove_relation(rel)
+    ready.remove_relation(rel)
     # THEN the target stays in the plan (Pebble cannot delete one) but receives no service
-    target = ready.harness.get_container_pebble_plan(CONTAINER).log_targets["loki-loki-k8s-0"]
+    target = ready.plan().log_targets["loki-loki-k8s-0"]
     assert target.services == ["-all"]
     # AND the controller keeps running
     assert ready.status() == ops.ActiveStatus("0 tenants")

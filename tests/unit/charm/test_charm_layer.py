@@ -14,7 +14,6 @@ import charm
 from aitenant.settings import load_settings
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL, WEBHOOK_CERT_LABEL
 from aitenant_charm.workload import (
-    CONTAINER,
     MAAS_API_CA_FILE,
     MAAS_API_CA_KEY_FILE,
     SERVICE,
@@ -70,7 +69,7 @@ def test_layer_carries_flags_from_config_and_relations(kit: CharmKit):
 def test_layer_service_environment_and_checks(ready: CharmKit):
     # GIVEN a ready deployment
     # WHEN we read the planned layer
-    plan = ready.harness.get_container_pebble_plan(CONTAINER)
+    plan = ready.plan()
     service = plan.services[SERVICE]
     # THEN the service knows its namespace, restarts when not alive, and is probed over HTTP
     assert service.environment["POD_NAMESPACE"] == MODEL
@@ -145,8 +144,8 @@ def test_replan_not_repeated_when_layer_unchanged(kit: CharmKit, replan_spy: Mag
     kit.make_ready()
     assert replan_spy.call_count == 1
     # WHEN unrelated events reconcile again
-    kit.harness.charm.on.update_status.emit()
-    kit.harness.charm.on.config_changed.emit()
+    kit.emit("update_status")
+    kit.emit("config_changed")
     # THEN Pebble is not replanned
     assert replan_spy.call_count == 1
 
@@ -164,13 +163,12 @@ def test_replan_when_config_changes_the_layer(kit: CharmKit, replan_spy: MagicMo
 def test_new_maas_api_data_changes_the_layer(kit: CharmKit):
     # GIVEN a planned controller
     kit.make_ready()
-    relation = kit.harness.model.get_relation(charm.MAAS_API_RELATION)
-    assert relation is not None
+    [relation] = kit.state.get_relations(charm.MAAS_API_RELATION)
     # WHEN the provider publishes a new image
     new = MaasApiAppData(**{**DEFAULT_MAAS_API.model_dump(), "image": "maas-api:v2"})
     bag: dict[str, str] = {}
     new.dump(bag)
-    kit.harness.update_relation_data(relation.id, "maas-api-k8s", bag)
+    kit.update_relation_data(relation.id, app_data=bag)
     # THEN the controller gets the new image
     assert kit.flags()["maas-api-image"] == "maas-api:v2"
 
@@ -180,12 +178,11 @@ def test_no_service_without_required_inputs(kit: CharmKit):
     # WHEN the charm reconciles
     kit.reconcile()
     # THEN nothing is planned
-    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE not in kit.plan().services
 
 
 def test_certificate_files_written_with_private_keys_protected(ready: CharmKit):
     # GIVEN a ready deployment (fallback certificate from the internal CA)
-    fs = ready.harness.get_filesystem_root(CONTAINER)
     # WHEN we look at the files in the workload
     # THEN the webhook pair and the maas-api CA pair are there, keys readable by owner only
     ca = ready.secret(INTERNAL_CA_LABEL)
@@ -195,7 +192,7 @@ def test_certificate_files_written_with_private_keys_protected(ready: CharmKit):
     assert ready.read(f"{WEBHOOK_CERT_DIR}/tls.crt") == webhook["tls-cert"]
     assert ready.read(f"{WEBHOOK_CERT_DIR}/tls.key") == webhook["tls-key"]
     for key in (MAAS_API_CA_KEY_FILE, f"{WEBHOOK_CERT_DIR}/tls.key"):
-        assert (fs / key.lstrip("/")).stat().st_mode & 0o777 == 0o600
+        assert ready.path(key).stat().st_mode & 0o777 == 0o600
 
 
 def test_authorino_namespaces_option_reaches_the_controller(kit: CharmKit):

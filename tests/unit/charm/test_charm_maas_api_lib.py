@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import json
-import warnings
-from collections.abc import Iterator
 
 import ops
 import pytest
+import yaml
 from charm_kit import DEFAULT_MAAS_API
 from ops import testing
 
@@ -60,29 +59,8 @@ class RequirerCharm(ops.CharmBase):
         self.seen.append("broken")
 
 
-def _harness(charm_type: type[ops.CharmBase], meta: str) -> testing.Harness[ops.CharmBase]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", PendingDeprecationWarning)
-        return testing.Harness(charm_type, meta=meta)
-
-
-@pytest.fixture
-def provider(monkeypatch: pytest.MonkeyPatch) -> Iterator[testing.Harness[ops.CharmBase]]:
-    monkeypatch.setenv("JUJU_VERSION", "3.6.4")
-    h = _harness(ProviderCharm, PROVIDER_META)
-    h.set_leader(True)
-    h.begin()
-    yield h
-    h.cleanup()
-
-
-@pytest.fixture
-def requirer(monkeypatch: pytest.MonkeyPatch) -> Iterator[testing.Harness[ops.CharmBase]]:
-    monkeypatch.setenv("JUJU_VERSION", "3.6.4")
-    h = _harness(RequirerCharm, REQUIRER_META)
-    h.begin()
-    yield h
-    h.cleanup()
+def _context(charm_type: type[ops.CharmBase], meta: str) -> testing.Context[ops.CharmBase]:
+    return testing.Context(charm_type, meta=yaml.safe_load(meta))
 
 
 def test_library_identity():
@@ -124,40 +102,56 @@ def test_invalid_databag_raises(bag: dict[str, str]):
         MaasApiAppData.load(bag)
 
 
-def test_provider_publishes_on_join(provider: testing.Harness[ops.CharmBase]):
+def _provider_joined(leader: bool) -> dict[str, str]:
+    """The provider's app databag after a consumer unit joined."""
+    ctx = _context(ProviderCharm, PROVIDER_META)
+    relation = testing.Relation("maas-api", remote_app_name="aitenant-k8s")
+    state = testing.State(leader=leader, relations={relation})
+    out = ctx.run(ctx.on.relation_joined(relation, remote_unit=0), state)
+    return dict(out.get_relation(relation.id).local_app_data)
+
+
+def test_provider_publishes_on_join():
     # GIVEN a provider leader
-    relation_id = provider.add_relation("maas-api", "aitenant-k8s")
     # WHEN a consumer unit joins
-    provider.add_relation_unit(relation_id, "aitenant-k8s/0")
+    bag = _provider_joined(leader=True)
     # THEN the provider's app bag holds the data
-    bag = provider.get_relation_data(relation_id, "maas-api-k8s")
     assert MaasApiAppData.load(bag) == DEFAULT_MAAS_API
 
 
-def test_provider_non_leader_does_not_write(provider: testing.Harness[ops.CharmBase]):
+def test_provider_non_leader_does_not_write():
     # GIVEN a provider unit that is not the leader
-    provider.set_leader(False)
-    relation_id = provider.add_relation("maas-api", "aitenant-k8s")
     # WHEN a consumer joins
-    provider.add_relation_unit(relation_id, "aitenant-k8s/0")
+    bag = _provider_joined(leader=False)
     # THEN nothing is written
-    assert provider.get_relation_data(relation_id, "maas-api-k8s") == {}
+    assert bag == {}
 
 
-def test_requirer_reads_data_and_emits_events(requirer: testing.Harness[ops.CharmBase]):
+def test_requirer_reads_data_and_emits_events():
+    ctx = _context(RequirerCharm, REQUIRER_META)
     # GIVEN a requirer with no relation
-    charm = requirer.charm
-    assert isinstance(charm, RequirerCharm)
-    assert charm.maas_api.get_data() is None
-    assert not charm.maas_api.is_related
+    with ctx(ctx.on.update_status(), testing.State()) as manager:
+        charm = manager.charm
+        assert isinstance(charm, RequirerCharm)
+        assert charm.maas_api.get_data() is None
+        assert not charm.maas_api.is_related
     # WHEN the provider publishes, then the relation is removed
     bag: dict[str, str] = {}
     DEFAULT_MAAS_API.dump(bag)
-    relation_id = requirer.add_relation("maas-api", "maas-api-k8s", app_data=bag)
-    data = charm.maas_api.get_data()
-    requirer.remove_relation(relation_id)
+    relation = testing.Relation("maas-api", remote_app_name="maas-api-k8s", remote_app_data=bag)
+    state = testing.State(relations={relation})
+    with ctx(ctx.on.relation_changed(relation, remote_unit=0), state) as manager:
+        state = manager.run()
+        changed = manager.charm
+        assert isinstance(changed, RequirerCharm)
+        data = changed.maas_api.get_data()
+    with ctx(ctx.on.relation_broken(state.get_relation(relation.id)), state) as manager:
+        manager.run()
+        broken = manager.charm
+        assert isinstance(broken, RequirerCharm)
+        after = broken.maas_api.get_data()
     # THEN the data was readable while related, and both events fired
     assert data == DEFAULT_MAAS_API
-    assert charm.seen[-1] == "broken"
-    assert "changed" in charm.seen
-    assert charm.maas_api.get_data() is None
+    assert broken.seen[-1] == "broken"
+    assert "changed" in changed.seen
+    assert after is None

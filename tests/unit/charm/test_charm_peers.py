@@ -14,8 +14,8 @@ import datetime
 from juju_model import APP, Deployment, FakeCluster
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 
-from aitenant_charm import pki
-from aitenant_charm.cluster import cluster_scoped_name, construct_webhook_configuration
+from aitenant_charm import pki, webhook_trust
+from aitenant_charm.cluster_manifests import cluster_scoped_name, construct_webhook_configuration
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import WEBHOOK_PORT
 
@@ -36,7 +36,7 @@ def published_cas(cluster: FakeCluster) -> set[str]:
     """Fingerprints of the CAs the webhook configuration in the cluster trusts."""
     vwc = cluster.get(ValidatingWebhookConfiguration, VWC_NAME)
     pem = base64.b64decode(vwc.webhooks[0].clientConfig.caBundle).decode()
-    return set(pki.fingerprints(pem))
+    return set(pki.der_sha256_fingerprints(pem))
 
 
 def internal_ca(deployment: Deployment) -> str:
@@ -80,8 +80,8 @@ def test_old_ca_stays_until_every_unit_serves_the_new_certificate():
     cluster, deployment = three_units()
     provider = switch_from_another_ca(cluster, deployment)
     new, old = (
-        pki.fingerprint(internal_ca(deployment)),
-        pki.fingerprint(provider.cert_pem),
+        pki.der_sha256_fingerprint(internal_ca(deployment)),
+        pki.der_sha256_fingerprint(provider.cert_pem),
     )
     # WHEN the leader reconciles while every controller serves the provider's certificate
     deployment.run(0, lambda ctx, s: ctx.on.update_status())
@@ -120,8 +120,8 @@ def test_units_publish_what_their_controller_serves_not_what_the_charm_wrote():
     deployment.run(1, lambda ctx, s: ctx.on.update_status())
     # THEN its databag names the served certificate, and no CA of the new bundle for it
     bag = deployment.peers.unit_data[1]
-    assert bag[pki.SERVED_CERT] == pki.fingerprint(served)
-    assert bag.get(pki.SERVED_CA, "") == ""  # ops drops a key set to ""
+    assert bag[webhook_trust.SERVED_CERT] == pki.der_sha256_fingerprint(served)
+    assert bag.get(webhook_trust.SERVED_CA, "") == ""  # ops drops a key set to ""
     assert pki.issued_by(served, provider.cert_pem)
 
 
@@ -137,19 +137,19 @@ def test_a_planned_unit_not_yet_on_the_peer_relation_keeps_the_old_ca():
     # WHEN the leader reconciles, every unit it knows serving the new certificate
     deployment.run(0, lambda ctx, s: ctx.on.update_status())
     # THEN the old CA stays
-    assert pki.fingerprint(provider.cert_pem) in published_cas(cluster)
+    assert pki.der_sha256_fingerprint(provider.cert_pem) in published_cas(cluster)
     # AND once the application is back to the three units, it goes
     deployment.planned_units = None
     deployment.run(0, lambda ctx, s: ctx.on.update_status())
-    assert published_cas(cluster) == {pki.fingerprint(internal_ca(deployment))}
+    assert published_cas(cluster) == {pki.der_sha256_fingerprint(internal_ca(deployment))}
 
 
 def test_the_leader_publishes_the_cas_it_trusts_for_its_peers():
     _, deployment = three_units()
     assert deployment.peers is not None
     # THEN the peers see which CAs the leader's bundle holds (a change wakes them up)
-    trusted = deployment.peers.app_data[pki.TRUSTED_CAS]
-    assert trusted == pki.fingerprint(internal_ca(deployment))
+    trusted = deployment.peers.app_data[webhook_trust.TRUSTED_CAS]
+    assert trusted == pki.der_sha256_fingerprint(internal_ca(deployment))
     # AND every unit published the certificate it serves, from that CA
     for unit in deployment.units:
-        assert deployment.peers.unit_data[unit.id][pki.SERVED_CA] == trusted
+        assert deployment.peers.unit_data[unit.id][webhook_trust.SERVED_CA] == trusted

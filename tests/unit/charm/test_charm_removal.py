@@ -18,13 +18,13 @@ from ops import testing
 
 import charm
 from aitenant import contract
-from aitenant_charm.cluster import (
+from aitenant_charm.cluster_manifests import (
     AITENANT,
     CONTROLLER_CLUSTER_ROLE,
     MANAGED_BY_LABEL,
     cluster_scoped_name,
 )
-from aitenant_charm.workload import CONTAINER, SERVICE
+from aitenant_charm.workload import SERVICE
 
 T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
@@ -71,7 +71,7 @@ def test_second_deployment_blocks_naming_the_other_model(kit: CharmKit):
     assert "prod-aitenant-k8s" in status.message
     # AND it applied nothing to the cluster and planned no controller
     kit.kube.apply.assert_not_called()
-    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE not in kit.plan().services
 
 
 def test_first_deployment_keeps_running_when_a_later_one_appears(ready: CharmKit):
@@ -80,7 +80,7 @@ def test_first_deployment_keeps_running_when_a_later_one_appears(ready: CharmKit
     later = binding("staging", APP, T0 + datetime.timedelta(hours=1))
     cluster_with(ready.kube, ClusterRoleBinding=[ours, later])
     # WHEN we reconcile
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN we stay active: the later deployment is the one that blocks
     assert ready.status() == ops.ActiveStatus("0 tenants")
 
@@ -98,22 +98,22 @@ def test_bindings_of_other_roles_are_not_deployments(kit: CharmKit):
 
 def test_blocked_deployment_stops_a_running_controller(ready: CharmKit):
     # GIVEN a running controller
-    assert ready.container.get_services(SERVICE)[SERVICE].is_running()
+    assert ready.service_running()
     # WHEN another, older deployment shows up (our binding is newer)
     ours = binding(MODEL, APP, T0 + datetime.timedelta(hours=1))
     cluster_with(ready.kube, ClusterRoleBinding=[ours, binding("prod", APP, T0)])
-    ready.harness.charm.on.update_status.emit()
+    ready.emit("update_status")
     # THEN our controller is stopped: one leader per cluster
-    assert not ready.container.get_services(SERVICE)[SERVICE].is_running()
+    assert not ready.service_running()
     assert isinstance(ready.status(), ops.BlockedStatus)
 
 
 def test_blocked_deployment_removal_deletes_nothing(kit: CharmKit):
     # GIVEN a blocked second deployment
     cluster_with(kit.kube, ClusterRoleBinding=[binding("prod", APP, T0)])
-    kit.harness.set_planned_units(0)
+    kit.replace(planned_units=0)
     # WHEN it is removed
-    kit.harness.charm.on.remove.emit()
+    kit.emit("remove")
     # THEN it deletes no cluster object
     kit.kube.delete.assert_not_called()
 
@@ -147,7 +147,7 @@ def test_prepare_removal_stops_the_controller_and_releases_finalizers(ready: Cha
     ]
     cluster_with(ready.kube, AITenant=tenants)
     # WHEN the operator runs the action
-    output = ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
+    output = ready.run_action(charm.PREPARE_REMOVAL_ACTION)
     # THEN it reports what it released
     assert output.results == {
         "aitenants": "ai-tenants/a ai-tenants/b",
@@ -163,18 +163,18 @@ def test_prepare_removal_stops_the_controller_and_releases_finalizers(ready: Cha
     ready.kube.delete.assert_called_once_with(
         ValidatingWebhookConfiguration, cluster_scoped_name(APP, MODEL)
     )
-    assert not ready.container.get_services(SERVICE)[SERVICE].is_running()
+    assert not ready.service_running()
 
 
 def test_after_prepare_removal_the_controller_stays_stopped(ready: CharmKit):
     # GIVEN a prepared removal
-    ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
+    ready.run_action(charm.PREPARE_REMOVAL_ACTION)
     ready.kube.apply.reset_mock()
     # WHEN later events reconcile
-    ready.harness.charm.on.config_changed.emit()
-    ready.harness.container_pebble_ready(CONTAINER)
+    ready.emit("config_changed")
+    ready.reconcile()
     # THEN nothing restarts the controller or re-applies cluster objects
-    assert not ready.container.get_services(SERVICE)[SERVICE].is_running()
+    assert not ready.service_running()
     ready.kube.apply.assert_not_called()
     # AND the status tells the operator the next step
     status = ready.status()
@@ -184,19 +184,19 @@ def test_after_prepare_removal_the_controller_stays_stopped(ready: CharmKit):
 
 def test_prepare_removal_refuses_with_several_units(ready: CharmKit):
     # GIVEN three planned units
-    ready.harness.set_planned_units(3)
+    ready.replace(planned_units=3)
     # WHEN the action runs
     # THEN it fails, telling how to scale down, and changed nothing
     with pytest.raises(testing.ActionFailed, match="juju scale-application aitenant-k8s 1"):
-        ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
+        ready.run_action(charm.PREPARE_REMOVAL_ACTION)
     ready.kube.patch.assert_not_called()
-    assert ready.container.get_services(SERVICE)[SERVICE].is_running()
+    assert ready.service_running()
 
 
 def test_prepare_removal_runs_on_the_leader_only(ready: CharmKit):
-    ready.harness.set_leader(False)
+    ready.set_leader(False)
     with pytest.raises(testing.ActionFailed, match="leader"):
-        ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
+        ready.run_action(charm.PREPARE_REMOVAL_ACTION)
     ready.kube.patch.assert_not_called()
 
 
@@ -209,7 +209,7 @@ def test_prepare_removal_retries_a_conflicting_patch_on_a_fresh_read(ready: Char
     ready.kube.get.side_effect = None
     ready.kube.get.return_value = fresh
     # WHEN the action runs
-    output = ready.harness.run_action(charm.PREPARE_REMOVAL_ACTION)
+    output = ready.run_action(charm.PREPARE_REMOVAL_ACTION)
     # THEN the second patch works from the fresh copy, keeping the newcomer's finalizer
     assert output.results["aitenants"] == "ai-tenants/a"
     last = ready.kube.patch.call_args_list[-1]

@@ -12,7 +12,7 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import Role
 
 import charm
-from aitenant_charm.cluster import AITENANT
+from aitenant_charm.cluster_manifests import AITENANT
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import CONTAINER, SERVICE
 
@@ -29,9 +29,8 @@ def test_missing_trust_blocks_with_the_exact_command(kit: CharmKit):
 
 def test_trust_is_checked_once_per_dispatch(kit: CharmKit):
     # GIVEN a trusted cluster
-    # WHEN one event reconciles and the status is computed
+    # WHEN one event reconciles (its hook ends with collect-status)
     kit.reconcile()
-    kit.harness.evaluate_status()
     # THEN the API was probed once (a CRD list), not again by collect-status
     crd_lists = [c for c in kit.kube.list.call_args_list if c.args[0] is CustomResourceDefinition]
     assert len(crd_lists) == 1
@@ -69,7 +68,7 @@ def test_invalid_config_blocks_naming_the_option(
 ):
     # GIVEN a healthy deployment
     # WHEN an option gets an invalid value
-    ready.harness.update_config({option: value})
+    ready.update_config({option: value})
     # THEN the unit is blocked, naming the option and the reason
     status = ready.status()
     assert isinstance(status, ops.BlockedStatus)
@@ -99,7 +98,7 @@ def test_cluster_apply_failure_waits(kit: CharmKit):
 
 def test_unreachable_container_waits(kit: CharmKit):
     # GIVEN relations in place but Pebble not answering
-    kit.harness.set_can_connect(CONTAINER, False)
+    kit.set_container(can_connect=False)
     kit.make_ready()
     # WHEN the status is computed
     # THEN the unit waits for the container
@@ -160,7 +159,7 @@ def test_invalid_maas_api_data_blocks(kit: CharmKit):
     # GIVEN a provider that published a bad port
     kit.integrate_gateway()
     relation_id = kit.integrate_maas_api()
-    kit.harness.update_relation_data(relation_id, "maas-api-k8s", {"service_port": json.dumps(0)})
+    kit.update_relation_data(relation_id, app_data={"service_port": json.dumps(0)})
     # WHEN the status is computed
     # THEN it says which field is wrong
     status = kit.status()
@@ -192,7 +191,7 @@ def test_unsafe_maas_api_data_blocks_and_plans_nothing(
     assert isinstance(status, ops.BlockedStatus)
     assert status.message.startswith("refused `maas-api` relation data: ")
     assert reason in status.message
-    assert kit.container.get_plan().services == {}
+    assert kit.plan().services == {}
     platform_roles = [r for r in kit.applied(Role) if r.metadata.name.endswith("-platform")]
     assert all(r.metadata.namespace != value for r in platform_roles if field == "infra_namespace")
 
@@ -202,7 +201,7 @@ def test_infra_namespace_option_overrides_the_relation(kit: CharmKit):
     kit.integrate_gateway()
     relation_id = kit.integrate_maas_api()
     data = {"infra_namespace": json.dumps("kube-system")}
-    kit.harness.update_relation_data(relation_id, "maas-api-k8s", data)
+    kit.update_relation_data(relation_id, app_data=data)
     kit.configure(infra_namespace="maas-infra")
     # WHEN the status is computed
     # THEN the operator's choice is used, and the unit is active
@@ -212,31 +211,31 @@ def test_infra_namespace_option_overrides_the_relation(kit: CharmKit):
 
 def test_certificate_not_yet_issued_waits(kit: CharmKit):
     # GIVEN a certificates relation whose provider has not answered the request
-    kit.harness.add_relation(charm.CERTIFICATES_RELATION, "self-signed-certificates")
+    kit.relate(charm.CERTIFICATES_RELATION, "self-signed-certificates")
     kit.make_ready()
     # WHEN the status is computed
     # THEN the unit waits for the certificate, and nothing is planned yet
     assert kit.status() == ops.WaitingStatus(
         "waiting for the webhook certificate from `certificates`"
     )
-    assert SERVICE not in kit.harness.get_container_pebble_plan(CONTAINER).services
+    assert SERVICE not in kit.plan().services
 
 
 def test_non_leader_waits_for_the_internal_ca(kit: CharmKit):
     # GIVEN a non-leader unit and a leader that has not created the CA yet
-    kit.harness.set_leader(False)
+    kit.set_leader(False)
     # WHEN the unit reconciles
     kit.make_ready()
     # THEN it waits for the leader and does not create the CA itself
     assert kit.status() == ops.WaitingStatus("waiting for the leader to create the internal CA")
-    with pytest.raises(ops.SecretNotFoundError):
-        kit.harness.model.get_secret(label=INTERNAL_CA_LABEL)
+    assert not kit.has_secret(INTERNAL_CA_LABEL)
 
 
 def test_failing_readyz_waits(ready: CharmKit):
     # GIVEN a planned controller whose ready check fails
-    ready.container.get_check("ready").status = ops.pebble.CheckStatus.DOWN
-    # WHEN the status is computed
+    ready.set_check("ready", ops.pebble.CheckStatus.DOWN)
+    # WHEN the next hook computes the status
+    ready.emit("update_status")
     # THEN the unit waits for the controller
     assert ready.status() == ops.WaitingStatus("controller not ready: /readyz failing")
 
@@ -253,7 +252,8 @@ def test_leader_status_counts_tenants_with_one_single_item_list(ready: CharmKit,
     ready.private.count.return_value = 1500
     kube.list.reset_mock()
     ready.private.count.reset_mock()
-    # WHEN the status is computed
+    # WHEN the next hook computes the status
+    ready.emit("update_status")
     status = ready.status()
     # THEN the leader reports them
     assert status == ops.ActiveStatus("1500 tenants")
@@ -267,14 +267,15 @@ def test_leader_status_counts_tenants_with_one_single_item_list(ready: CharmKit,
 def test_status_counts_one_tenant_in_the_singular(ready: CharmKit):
     # GIVEN a single AITenant
     ready.private.count.return_value = 1
-    # WHEN the status is computed
+    # WHEN the next hook computes the status
+    ready.emit("update_status")
     # THEN it says one tenant
     assert ready.status() == ops.ActiveStatus("1 tenant")
 
 
 def test_non_leader_is_active_standby(ready: CharmKit):
     # GIVEN a ready deployment whose unit loses leadership
-    ready.harness.set_leader(False)
+    ready.set_leader(False)
     ready.reconcile()
     # WHEN the status is computed
     # THEN it is active and says the controller elects its own leader
@@ -303,10 +304,9 @@ def test_ladder_order_gateway_before_maas_api(kit: CharmKit):
 
 def test_gateway_relation_removed_blocks_again(ready: CharmKit):
     # GIVEN an active deployment whose gateway comes from the relation
-    relation = ready.harness.model.get_relation(charm.GATEWAY_RELATION)
-    assert relation is not None
+    [relation] = ready.state.get_relations(charm.GATEWAY_RELATION)
     # WHEN the gateway relation is removed
-    ready.harness.remove_relation(relation.id)
+    ready.remove_relation(relation.id)
     # THEN the unit is blocked on the gateway again
     status = ready.status()
     assert isinstance(status, ops.BlockedStatus)

@@ -1,4 +1,4 @@
-"""Cluster RBAC and CRDs, applied by the leader with server-side apply.
+"""Writes to the API server: the cluster objects the leader applies with server-side apply.
 
 The CRDs (as this API server accepts them) and ClusterRoles, the ClusterRoleBinding that gives
 the app's service account the controller's ClusterRole, the ValidatingAdmissionPolicy that
@@ -8,7 +8,8 @@ the tenant platform in the infra namespace, the Kuadrant policies in the gateway
 (once it is known), the gateway claims in the AITenant namespace (created here when missing:
 the controller creates it only when it starts, and its Role must be there first). When one of
 these namespaces changes, the Roles follow and ours in the previous namespace are deleted once
-the new ones are in place. The objects are built in ``cluster``; this module does the I/O.
+the new ones are in place. The objects are built in ``cluster_manifests`` (pure); this module
+writes them.
 """
 
 from __future__ import annotations
@@ -19,11 +20,10 @@ from lightkube import Client
 from lightkube.core.exceptions import ApiError
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
-from lightkube.resources.discovery_v1 import EndpointSlice
 from lightkube.resources.rbac_authorization_v1 import Role, RoleBinding
 
 from aitenant import contract
-from aitenant_charm import cluster, workload
+from aitenant_charm import api_server_reads, cluster_manifests, workload
 
 logger = logging.getLogger(__name__)
 
@@ -33,52 +33,37 @@ class ClusterStepError(Exception):
 
 
 def apply_cluster_objects(
-    kube: Client, *, app: str, model: str, namespaces: cluster.RoleNamespaces | None
+    kube: Client, *, app: str, model: str, namespaces: cluster_manifests.RoleNamespaces | None
 ) -> None:
     """Apply the CRDs, ClusterRoles and our binding, then the namespaced RBAC in
     ``namespaces`` (None while the config is invalid: the controller keeps the Roles it has)."""
-    crds = cluster.load_crds()
-    roles = cluster.load_cluster_roles()
-    name = cluster.cluster_scoped_name(app, model)
-    binding = cluster.construct_cluster_role_binding(
+    crds = cluster_manifests.load_crds()
+    roles = cluster_manifests.load_cluster_roles()
+    name = cluster_manifests.cluster_scoped_name(app, model)
+    binding = cluster_manifests.construct_cluster_role_binding(
         name=name, service_account=app, namespace=model
     )
-    admission_policy = cluster.construct_binding_policy(
+    admission_policy = cluster_manifests.construct_binding_policy(
         name=name, service_account=app, namespace=model
     )
-    network_policy = cluster.construct_webhook_network_policy(
+    network_policy = cluster_manifests.construct_webhook_network_policy(
         app=app,
         namespace=model,
         webhook_port=workload.WEBHOOK_PORT,
         open_ports=(workload.HEALTH_PORT, workload.METRICS_PORT),
-        api_server_addresses=api_server_addresses(kube),
+        api_server_addresses=api_server_reads.api_server_addresses(kube),
     )
     objects = (*crds, *roles, binding, *admission_policy, network_policy)
     for obj in objects:
         kube.apply(obj, force=True)
-    logger.debug("applied %s", cluster.names(objects))
+    logger.debug("applied %s", cluster_manifests.names(objects))
     if namespaces is not None:
         apply_namespaced_rbac(kube, app=app, model=model, namespaces=namespaces)
 
 
-def api_server_addresses(kube: Client) -> list[str]:
-    """The addresses the API server runs on: the endpoints of Service ``default/kubernetes``,
-    from which it calls admission webhooks."""
-    addresses: list[str] = []
-    slices = kube.list(
-        EndpointSlice, namespace="default", labels={"kubernetes.io/service-name": "kubernetes"}
-    )
-    for endpoint_slice in slices:
-        for endpoint in endpoint_slice.endpoints or []:
-            addresses.extend(endpoint.addresses)
-    if not addresses:
-        logger.warning("no API server address found: the webhook port stays open to all")
-    return addresses
-
-
 def ensure_namespace(kube: Client, name: str) -> None:
-    """Create namespace ``name`` when missing, labelled as the controller would create it
-    (src/aitenant/app/aitenant_namespace.py), so the controller finds it as its own."""
+    """Create namespace ``name`` when missing, labelled as the controller labels the namespaces
+    it creates (``contract.MANAGED_NAMESPACE_LABELS``), so the controller finds it as its own."""
     try:
         kube.get(Namespace, name)
         return
@@ -95,15 +80,15 @@ def ensure_namespace(kube: Client, name: str) -> None:
 
 
 def apply_namespaced_rbac(
-    kube: Client, *, app: str, model: str, namespaces: cluster.RoleNamespaces
+    kube: Client, *, app: str, model: str, namespaces: cluster_manifests.RoleNamespaces
 ) -> None:
     """The controller's Roles: Lease in its namespace (``model``), platform in the infra
     namespace (which must exist), claims in the AITenant namespace (created when missing); ours
     elsewhere are deleted once these are in place."""
     infra = namespaces.infra
     ensure_namespace(kube, namespaces.aitenant)
-    desired = cluster.construct_namespaced_rbac(
-        prefix=cluster.namespaced_rbac_prefix(app, model),
+    desired = cluster_manifests.construct_namespaced_rbac(
+        prefix=cluster_manifests.namespaced_rbac_prefix(app, model),
         controller_namespace=model,
         namespaces=namespaces,
         service_account=app,
@@ -125,10 +110,10 @@ def apply_namespaced_rbac(
                 ) from None
             raise
     existing: list[Role | RoleBinding] = [
-        *kube.list(Role, namespace="*", labels={**cluster.MANAGED_BY_LABEL}),
-        *kube.list(RoleBinding, namespace="*", labels={**cluster.MANAGED_BY_LABEL}),
+        *kube.list(Role, namespace="*", labels={**cluster_manifests.MANAGED_BY_LABEL}),
+        *kube.list(RoleBinding, namespace="*", labels={**cluster_manifests.MANAGED_BY_LABEL}),
     ]
-    for obj in cluster.stale_namespaced_rbac(existing, desired):
+    for obj in cluster_manifests.stale_namespaced_rbac(existing, desired):
         assert obj.metadata is not None
         assert obj.metadata.name is not None
         try:

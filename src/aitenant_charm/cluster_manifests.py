@@ -1,4 +1,4 @@
-"""Cluster objects the charm applies for the controller. Pure: ``cluster_objects`` applies them.
+"""Cluster objects the charm applies for the controller. Pure: ``api_server_writes`` applies them.
 
 The CRDs, ClusterRoles and the namespaced Roles come from the ``aitenant`` package
 (``aitenant/manifests/``, through ``aitenant.manifests``), the same files the
