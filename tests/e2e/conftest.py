@@ -324,7 +324,7 @@ def e2e_settings(
         "manage_default_tenant": False,
         "bind_address": "127.0.0.1",
         # Imported into the node's containerd (tests/harness/images.py); nothing is pulled.
-        "maas_api_image": images.MAAS_API_IMAGE,
+        "maas_api_image": images.maas_api_image(),
         "maas_api_cleanup_image": images.CLEANUP_IMAGE,
     }
     if webhook_tls is not None:

@@ -100,14 +100,14 @@ async def start_controller(
     kube: AsyncClient,
     maas_api: FakeMaasApi,
     *,
-    image: str = images.MAAS_API_IMAGE,
+    image: str | None = None,
     **overrides: Any,
 ) -> tuple[RunningController, ServiceAddresses]:
     """A controller like the session's, but revoking through each tenant's Service (the
     default URL template) rather than the in-process fake; ``overrides`` as in Settings."""
     values: dict[str, Any] = {
         "maas_api_url_template": DEFAULT_MAAS_API_URL_TEMPLATE,
-        "maas_api_image": image,
+        "maas_api_image": image or images.maas_api_image(),
         **overrides,
     }
     settings = e2e_settings(maas_api, **values)
@@ -281,7 +281,7 @@ async def test_maas_api_pod_runs_as_rendered_and_is_ready_through_its_https_prob
     assert status["ready"]
     assert status["restartCount"] == 0
     assert "running" in status["state"]
-    assert status["image"] == images.MAAS_API_IMAGE
+    assert status["image"] == images.maas_api_image()
     # The kubelet, not us, made the Deployment Available: no status write of ours.
     deployment = await kube.get(kinds.DEPLOYMENT.resource, f"maas-api-{name}", namespace=INFRA_NS)
     managers = {
@@ -350,7 +350,9 @@ async def test_the_key_cleanup_cronjob_run_once_completes_against_maas_api(
 
     done = cast(Job, await eventually(finished, timeout=POD_READY_TIMEOUT, interval=0.5))
     assert done.status is not None
-    assert done.status.succeeded == 1, done.status
+    assert done.status.succeeded == 1, done.status  # curl --fail: maas-api answered 2xx
+    if images.runs_real_maas_api():
+        return  # it keeps no record of its calls
     pod = await maas_api_pod(kube, name)
     calls = (await call_pod(pod, maas_api.ca_file, "GET", "/standin/v1/calls")).json()
     assert {"method": "POST", "path": "/internal/v1/api-keys/cleanup", "status": 200} in calls
@@ -367,7 +369,10 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
     name = unique("revoke")
     await active_tenant(kube, name)
     pod = await maas_api_pod(kube, name)
-    for _ in range(2):
+    # Keys to revoke: the stand-in makes them on request; the real maas-api's own API for it
+    # needs a user's token and an access review, so with it there are none (it answers 0).
+    keys = 0 if images.runs_real_maas_api() else 2
+    for _ in range(keys):
         made = await call_pod(pod, maas_api.ca_file, "POST", f"/standin/v1/tenants/{name}/api-keys")
         assert made.status_code == 201
     svc = await kube.get(Service, f"maas-api-{name}", namespace=INFRA_NS)
@@ -375,7 +380,7 @@ async def test_deleting_a_tenant_revokes_its_keys_through_its_service(
     caplog.set_level(logging.INFO, logger="aitenant.controllers.aitenant.deletion")
     await delete_tenant(kube, name)
     assert svc.spec.clusterIP in transport.sent_to
-    assert any(f"{name}: revoked 2 API keys" in r.getMessage() for r in caplog.records), [
+    assert any(f"{name}: revoked {keys} API keys" in r.getMessage() for r in caplog.records), [
         r.getMessage() for r in caplog.records
     ]
 

@@ -70,8 +70,10 @@ class PlatformImages:
     cleanup: str
 
 
-# What the node's containerd holds (tests/harness/images.py).
-NODE_IMAGES = PlatformImages(images.MAAS_API_IMAGE, images.CLEANUP_IMAGE)
+def node_images() -> PlatformImages:
+    """What the node's containerd holds (tests/harness/images.py): the real maas-api when
+    ``AITENANT_MAAS_API_IMAGE`` names one, else the stand-in."""
+    return PlatformImages(images.maas_api_image(), images.CLEANUP_IMAGE)
 
 
 class DemoFailed(Exception):
@@ -369,7 +371,7 @@ def on_local_cluster(once: bool, with_node: bool) -> int:
                         cluster.workdir,
                         once,
                         Runs.NODE,
-                        NODE_IMAGES,
+                        node_images(),
                         node.logs,
                     )
         finally:

@@ -35,10 +35,51 @@ CLEANUP_IMAGE = "aitenant.local/curl:1"
 NONROOT = "65532:65532"
 
 
+# An OCI archive of the real maas-api, built outside the repository (docs/maas-api.md): the
+# node, the e2e suite and the demo then run it instead of the stand-in.
+GIVEN_MAAS_API = "AITENANT_MAAS_API_IMAGE"
+
+
+def given_maas_api() -> Path | None:
+    """The archive ``AITENANT_MAAS_API_IMAGE`` names, if any."""
+    value = os.environ.get(GIVEN_MAAS_API)
+    if not value:
+        return None
+    archive = Path(value)
+    if not archive.is_file():
+        raise RuntimeError(f"{GIVEN_MAAS_API}={value}: no such OCI archive")
+    return archive
+
+
+def archive_image_name(archive: Path) -> str:
+    """The image name an OCI archive carries (``io.containerd.image.name``, as ``ctr`` reads
+    it on import)."""
+    with tarfile.open(archive) as tar:
+        member = tar.extractfile("index.json")
+        if member is None:
+            raise RuntimeError(f"{archive}: no index.json")
+        index = json.load(member)
+    for manifest in index.get("manifests") or []:
+        name = (manifest.get("annotations") or {}).get("io.containerd.image.name")
+        if name:
+            return name
+    raise RuntimeError(f"{archive}: no manifest names its image (io.containerd.image.name)")
+
+
+def maas_api_image() -> str:
+    """The maas-api the node runs: the given real one, else the stand-in."""
+    given = given_maas_api()
+    return archive_image_name(given) if given is not None else MAAS_API_IMAGE
+
+
+def runs_real_maas_api() -> bool:
+    return given_maas_api() is not None
+
+
 def controller_flags() -> list[str]:
     """The controller's flags naming the images the node holds: a controller started without
     them renders images nobody can pull here."""
-    return [f"--maas-api-image={MAAS_API_IMAGE}", f"--maas-api-cleanup-image={CLEANUP_IMAGE}"]
+    return [f"--maas-api-image={maas_api_image()}", f"--maas-api-cleanup-image={CLEANUP_IMAGE}"]
 
 
 def cache_dir() -> Path:
@@ -199,6 +240,8 @@ def build_archives(out: Path) -> dict[str, Path]:
     archives[CLEANUP_IMAGE] = write_archive(
         out / "curl.tar", CLEANUP_IMAGE, rootfs, entrypoint=[], user="65534:65534"
     )
+    if (given := given_maas_api()) is not None:
+        archives[archive_image_name(given)] = given
     return archives
 
 

@@ -42,6 +42,7 @@ import yaml
 
 from tests.harness import images
 from tests.harness.cluster import REPO_ROOT, SERVICE_CIDR, LocalCluster, free_port
+from tests.harness.postgres import Postgres
 
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-node.sh"
 NODE_NAME = "aitenant-node"
@@ -197,6 +198,7 @@ class Node:
     _run_containerd_before: bool = True
     _lock: IO[str] | None = None
     _dns: ServiceDNS | None = None
+    _database: Postgres | None = None
 
     @property
     def work(self) -> Path:
@@ -248,6 +250,9 @@ class Node:
         for key in KUBELET_SYSCTLS:
             self._sysctls[key] = (Path("/proc/sys") / key).read_text().strip()
         self._network()
+        if images.runs_real_maas_api():
+            self._database = Postgres(NODE_IP, POD_CIDR, self.logs / "postgres.log")
+            self._database.start()
         archives = images.build_archives(self.work / "images")
         self._containerd()
         images.import_archives(self.containerd_socket, archives)
@@ -599,6 +604,9 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         self._stop_process("containerd")
         self._procs.clear()
         self._remove_rules()
+        if self._database is not None:
+            self._database.stop()
+            self._database = None
         # Mounts left under our directory (shm, rootfs, secret volumes), deepest first.
         with contextlib.suppress(OSError):
             mounts = [

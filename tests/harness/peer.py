@@ -205,9 +205,9 @@ class ControllerUnderTest:
             "INFRA_NAMESPACE": INFRA_NS,
             "GATEWAY_NAMESPACE": GATEWAY_NS,
             "AITENANT_NAMESPACE": AITENANT_NS,
-            "MAAS_API_IMAGE": images.MAAS_API_IMAGE,
+            "MAAS_API_IMAGE": images.maas_api_image(),
             "MAAS_API_CLEANUP_IMAGE": images.CLEANUP_IMAGE,
-            "RELATED_IMAGE_ODH_MAAS_API_IMAGE": images.MAAS_API_IMAGE,
+            "RELATED_IMAGE_ODH_MAAS_API_IMAGE": images.maas_api_image(),
             "RELATED_IMAGE_UBI_MINIMAL_IMAGE": images.CLEANUP_IMAGE,
         }
 

@@ -12,15 +12,17 @@ from typing import Any, cast
 
 from lightkube import ApiError, AsyncClient
 from lightkube.generic_resource import async_load_in_cluster_generic_resources
-from lightkube.models.meta_v1 import ObjectMeta
+from lightkube.models.core_v1 import ServicePort, ServiceSpec
+from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
-from lightkube.resources.core_v1 import Namespace, Secret
+from lightkube.resources.core_v1 import Namespace, Secret, Service
 from lightkube.types import PatchType
 
 from aitenant import contract, manifests
 from aitenant.platform.discovery import http_fetch
 from aitenant.resources import AITenant, Gateway
-from tests.harness import crds
+from tests.harness import crds, postgres
+from tests.harness.node import NODE_IP
 
 
 async def server_version(client: AsyncClient) -> dict[str, Any]:
@@ -184,7 +186,30 @@ def maas_auth_policy(name: str, namespace: str) -> dict[str, Any]:
 
 
 async def create_gateway(client: AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
-    return dict(await client.create(Gateway.from_dict(body)))
+    """The Gateway, and the Service a Gateway implementation makes for it (maas-api looks it
+    up at start: docs/maas-api.md)."""
+    gateway = dict(await client.create(Gateway.from_dict(body)))
+    meta = gateway["metadata"]
+    service = Service(
+        metadata=ObjectMeta(
+            name=f"{meta['name']}-gateway",
+            namespace=meta["namespace"],
+            labels={"gateway.networking.k8s.io/gateway-name": meta["name"]},
+            ownerReferences=[
+                OwnerReference(
+                    apiVersion=gateway["apiVersion"],
+                    kind="Gateway",
+                    name=meta["name"],
+                    uid=meta["uid"],
+                    controller=True,
+                )
+            ],
+        ),
+        spec=ServiceSpec(ports=[ServicePort(name="https", port=443, targetPort=443)]),
+    )
+    with contextlib.suppress(ApiError):  # made already (a name of 63 characters is refused)
+        await client.create(service)
+    return gateway
 
 
 async def create_aitenant(client: AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
@@ -212,7 +237,8 @@ async def ensure_db_secret(client: AsyncClient, namespace: str, name: str = DB_S
     """The Secret maas-api reads its database URL from (``--maas-api-db-secret``)."""
     body = Secret(
         metadata=ObjectMeta(name=name, namespace=namespace),
-        stringData={"DB_CONNECTION_URL": "postgresql://maas@db.example.com:5432/maas"},
+        # The node's database (served only where the real maas-api runs: docs/maas-api.md).
+        stringData={"DB_CONNECTION_URL": postgres.database_url(NODE_IP)},
     )
     with contextlib.suppress(ApiError):
         await client.create(body)

@@ -99,7 +99,7 @@ def test_the_controller_runs_the_images_the_node_holds(tmp_path: Path) -> None:
     args = command(tmp_path)
     assert not [a for a in args if a.startswith(("--maas-api-image", "--maas-api-cleanup-image"))]
     on_node = demo.controller_command(
-        kubeconfig(tmp_path), tmp_path / "ca.crt", tmp_path / "ca.key", demo.NODE_IMAGES
+        kubeconfig(tmp_path), tmp_path / "ca.crt", tmp_path / "ca.key", demo.node_images()
     )
     assert flag(on_node, "maas-api-image") == images.MAAS_API_IMAGE
     assert flag(on_node, "maas-api-cleanup-image") == images.CLEANUP_IMAGE
@@ -220,7 +220,7 @@ def test_the_node_starts_after_the_control_plane_and_stops_before_it(
         "cluster stop",
     ]
     (args,) = calls.run_demo_args
-    assert args[3:] == (demo.Runs.NODE, demo.NODE_IMAGES, tmp_path / "logs")
+    assert args[3:] == (demo.Runs.NODE, demo.node_images(), tmp_path / "logs")
     assert demo.signal.getsignal(demo.signal.SIGINT) is not demo.signal.SIG_IGN, "put back"
     assert demo.signal.getsignal(demo.signal.SIGTERM) is not demo.signal.SIG_IGN, "put back"
 
