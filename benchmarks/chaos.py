@@ -17,14 +17,14 @@ import time
 from pathlib import Path
 from typing import Any
 
+from devtools import bench, samples
+from devtools.chaos import ControllerProcess, controller_args, run_scenario
+from devtools.cluster import ADMIN_TOKEN, LocalCluster
+from devtools.faults import FaultPlan, FaultProxy
+from devtools.maas_api import FakeMaasApi
+from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.coordination_v1 import Lease
-from tests.harness import bench, samples
-from tests.harness.chaos import ControllerProcess, controller_args, run_scenario
-from tests.harness.cluster import ADMIN_TOKEN, LocalCluster
-from tests.harness.faults import FaultPlan, FaultProxy
-from tests.harness.maas_api import FakeMaasApi
-from tests.harness.node import cluster_with_node
 
 AITENANT_NS, GATEWAY_NS, INFRA_NS = "ai-tenants", "gateways", "aitenant-system"
 LOG_LINE = re.compile(

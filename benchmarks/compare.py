@@ -7,7 +7,7 @@
 The baseline is checked out into a temporary git worktree; each benchmark runs twice, one
 after the other, with the controller process started from the baseline's source tree and then
 from this one (the benchmark code, the local control plane and the load are the same). Each
-run writes its figures to a JSON file (``tests.harness.bench``); the table at the end puts
+run writes its figures to a JSON file (``devtools.bench``); the table at the end puts
 them side by side. Prints figures; never fails on a time.
 """
 
@@ -22,12 +22,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from tests.harness import bench
+from devtools import bench
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 
-# (figure, label) in the order of the issue's table, then the rest.
+# (figure, label) in the order of benchmarks/README.md's table, then the rest.
 LABELS = [
     ("create_p50_ms", "create-to-Ready p50, sequential (ms)"),
     ("create_p99_ms", "create-to-Ready p99, sequential (ms)"),

@@ -15,7 +15,7 @@ The API server's audit log breaks the controller's requests down by verb and res
 controller authenticates as its own user).
 
 The controller renders each tenant's maas-api platform and reports its MaasTenantConfig Ready once
-the Deployment is Available: the control plane has one node (tests/harness/node.py), where each
+the Deployment is Available: the control plane has one node (devtools/node.py), where each
 tenant's maas-api pod (the stand-in image) starts and turns Ready under a real kubelet, so
 create-to-Ready includes that pod's start and its readiness probe's initial delay (5 s). The node
 places pods by their CPU requests (maas-api's are 50m, docs/platform.md §1): a 2-core machine
@@ -36,13 +36,13 @@ import sys
 import time
 from pathlib import Path
 
+from devtools import audit as audit_log
+from devtools import bench, samples
+from devtools.chaos import ControllerProcess, controller_args, wait_all
+from devtools.cluster import User, free_port
+from devtools.maas_api import FakeMaasApi
+from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
-from tests.harness import audit as audit_log
-from tests.harness import bench, samples
-from tests.harness.chaos import ControllerProcess, controller_args, wait_all
-from tests.harness.cluster import User, free_port
-from tests.harness.maas_api import FakeMaasApi
-from tests.harness.node import cluster_with_node
 
 from aitenant.resources import AITenant
 

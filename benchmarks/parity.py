@@ -1,7 +1,7 @@
 """Parity, object by object: our controller and a peer, each on a fresh control plane of its own.
 
 Usage: ``python -m benchmarks.parity --peer-command '<shell command>' [--peer-crds DIR]``
-(the environment the command gets: ``tests/harness/peer.py``, ``benchmarks/README.md``).
+(the environment the command gets: ``devtools/peer.py``, ``benchmarks/README.md``).
 
 Each controller meets the same inputs, in order: the default tenant (``Config/default`` from the
 ``maas-controller`` Deployment), a plain tenant ``red``, a tenant ``blue`` with OIDC whose config
@@ -26,11 +26,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from devtools import audit, peer, samples
+from devtools.maas_api import FakeMaasApi
+from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
 from lightkube.types import PatchType
-from tests.harness import audit, peer, samples
-from tests.harness.maas_api import FakeMaasApi
-from tests.harness.node import cluster_with_node
 
 from aitenant.resources import AITenant, MaasTenantConfig
 

@@ -2,7 +2,7 @@
 same build, under the same load. Prints one table of figures as measured; never fails on a time.
 
 Usage: ``python -m benchmarks.side_by_side [--peer-command '<shell command>'] [--peer-crds DIR]``
-(the environment the command gets: ``tests/harness/peer.py``, ``benchmarks/README.md``;
+(the environment the command gets: ``devtools/peer.py``, ``benchmarks/README.md``;
 ``AITENANT_PEER_COMMAND`` and ``AITENANT_PEER_CRDS`` may be used instead of the flags). Without a
 peer it measures ours only and says how to add one. Smaller sizes for a quick run:
 ``--sequential 10 --burst 20 --tenants 60 --delete 25 --lifecycles 3 --webhook-creates 100``.
@@ -50,11 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
+from devtools import audit, bench, peer, samples
+from devtools.cluster import LocalCluster, free_port, kube_bin_dir
+from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
-from tests.harness import audit, bench, peer, samples
-from tests.harness.cluster import LocalCluster, free_port, kube_bin_dir
-from tests.harness.node import cluster_with_node
 
 from aitenant import contract
 from aitenant.resources import AITenant

@@ -3,7 +3,7 @@
 The controller runs as a process with its webhook registered with the API server. Printed:
 its RSS over time, API requests per tenant by verb, and the webhook's p99 latency (direct
 AdmissionReviews) at the start, with an empty cache, and at the end, with every tenant.
-Each tenant's maas-api pod runs on the node (tests/harness/node.py), which places pods by
+Each tenant's maas-api pod runs on the node (devtools/node.py), which places pods by
 their CPU requests (50m each for maas-api): a 2-core machine holds some 38 tenants.
 """
 
@@ -19,13 +19,13 @@ from typing import Any, cast
 
 import httpx
 import trustme
+from devtools import bench, samples
+from devtools.chaos import ControllerProcess, controller_args, wait_all
+from devtools.cluster import free_port
+from devtools.maas_api import FakeMaasApi
+from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
-from tests.harness import bench, samples
-from tests.harness.chaos import ControllerProcess, controller_args, wait_all
-from tests.harness.cluster import free_port
-from tests.harness.maas_api import FakeMaasApi
-from tests.harness.node import cluster_with_node
 
 from aitenant import contract
 from aitenant.resources import AITenant

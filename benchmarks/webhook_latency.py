@@ -24,10 +24,10 @@ from typing import Any, cast
 
 import httpx
 import trustme
+from devtools import bench, samples
+from devtools.cluster import LocalCluster, free_port
 from lightkube import ApiError, AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
-from tests.harness import bench, samples
-from tests.harness.cluster import LocalCluster, free_port
 
 from aitenant import contract
 

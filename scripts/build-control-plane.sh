@@ -45,7 +45,7 @@ have_all() {
   for b in "${KUBE_BINARIES[@]}" etcd; do [ -x "$dir/$b" ] || return 1; done
 }
 
-# The CRDs of Gateway API and Kuadrant that the tests install (tests/harness/crds.py): into the
+# The CRDs of Gateway API and Kuadrant that the tests install (devtools/crds.py): into the
 # module cache now, so no test waits on a download.
 (cd tools/crds && go mod download)
 

@@ -2,7 +2,7 @@
 controller.
 
 The control plane (etcd + kube-apiserver + kube-controller-manager) is ours, started on
-loopback, with one node (tests/harness/node.py): every maas-api Deployment a test makes runs
+loopback, with one node (devtools/node.py): every maas-api Deployment a test makes runs
 its pods under a real kubelet, and the deployment controller reports its availability. The
 controller runs in this test process on the same event loop, so tests can look at its metrics
 and queue. Tests use unique names, so they can share the cluster.
@@ -23,6 +23,10 @@ from typing import Any, cast
 import httpx
 import pytest
 import trustme
+from devtools import images, samples
+from devtools.cluster import ADMIN_TOKEN, LocalCluster, User, free_port
+from devtools.maas_api import FakeMaasApi
+from devtools.node import NODE_NAME, cluster_with_node
 from lightkube import ApiError, AsyncClient, KubeConfig, codecs
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
@@ -45,10 +49,6 @@ from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
 from aitenant.runtime.metrics import Metrics
 from aitenant.settings import Settings
-from tests.harness import images, samples
-from tests.harness.cluster import ADMIN_TOKEN, LocalCluster, User, free_port
-from tests.harness.maas_api import FakeMaasApi
-from tests.harness.node import NODE_NAME, cluster_with_node
 
 log = logging.getLogger(__name__)
 
@@ -70,7 +70,7 @@ WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """test_peer.py first: its control plane and node are its own, stopped at the end of its
-    module, before the session's start (one node per machine: tests/harness/node.py)."""
+    module, before the session's start (one node per machine: devtools/node.py)."""
     items.sort(key=lambda item: item.path.name != "test_peer.py")
 
 
@@ -323,7 +323,7 @@ def e2e_settings(
         "webhook_port": 0,
         "manage_default_tenant": False,
         "bind_address": "127.0.0.1",
-        # Imported into the node's containerd (tests/harness/images.py); nothing is pulled.
+        # Imported into the node's containerd (devtools/images.py); nothing is pulled.
         "maas_api_image": images.maas_api_image(),
         "maas_api_cleanup_image": images.CLEANUP_IMAGE,
     }

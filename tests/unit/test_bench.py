@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 from benchmarks import side_by_side
-
-from tests.harness import audit, bench
+from devtools import audit, bench
 
 
 def test_percentile_takes_the_value_at_floor_n_q() -> None:

@@ -13,10 +13,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
-from tests.harness import demo, images
-from tests.harness.cluster import DEFAULT_CONTROLLERS
-from tests.harness.node import NODE_CONTROLLERS
+from devtools import demo, images
+from devtools.cluster import DEFAULT_CONTROLLERS
+from devtools.node import NODE_CONTROLLERS
 
 
 def kubeconfig(tmp_path: Path) -> Path:

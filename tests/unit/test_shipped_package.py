@@ -28,7 +28,7 @@ def _module_name(requirement: str) -> str:
 
 def _test_only_modules() -> set[str]:
     """Top-level modules of the packages the test groups add to the runtime dependencies, and
-    the repository's own test package."""
+    the repository's own test and dev-tool packages."""
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     runtime = {_module_name(r) for r in pyproject["project"]["dependencies"]}
     groups = pyproject["dependency-groups"]
@@ -38,7 +38,7 @@ def _test_only_modules() -> set[str]:
         for r in groups[group]
         if isinstance(r, str) and _module_name(r) not in runtime
     }
-    return test_only | {"tests"}
+    return test_only | {"tests", "devtools"}
 
 
 @pytest.fixture(scope="module")
@@ -61,7 +61,7 @@ def _top_level_imports(source: str) -> set[str]:
 
 def test_test_only_packages_are_known():
     # Guards the check below against passing on an empty set.
-    assert {"trustme", "pytest", "hypothesis", "tests"} <= _test_only_modules()
+    assert {"trustme", "pytest", "hypothesis", "tests", "devtools"} <= _test_only_modules()
 
 
 def test_the_wheel_holds_exactly_the_aitenant_package(wheel: zipfile.ZipFile):
@@ -72,7 +72,7 @@ def test_the_wheel_holds_exactly_the_aitenant_package(wheel: zipfile.ZipFile):
         if p.is_file() and "__pycache__" not in p.parts
     }
     assert set(names) == shipped
-    assert not [n for n in names if n.startswith(("tests/", "aitenant/testing/"))]
+    assert not [n for n in names if n.startswith(("tests/", "devtools/", "aitenant/testing/"))]
 
 
 def test_no_shipped_module_imports_test_code(wheel: zipfile.ZipFile):
@@ -86,5 +86,5 @@ def test_no_shipped_module_imports_test_code(wheel: zipfile.ZipFile):
 
 
 def test_the_check_sees_a_test_import():
-    source = "import trustme\nfrom tests.harness import samples\n"
-    assert _top_level_imports(source) & _test_only_modules() == {"trustme", "tests"}
+    source = "import trustme\nfrom devtools import samples\n"
+    assert _top_level_imports(source) & _test_only_modules() == {"trustme", "devtools"}

@@ -1,6 +1,6 @@
 """No code of the suite, the demo or the benchmarks writes a status another component owns:
 a Deployment's availability comes from the kubelet and the deployment controller on the node
-(tests/harness/node.py). Tests may write our own kinds' status, standing in for another writer
+(devtools/node.py). Tests may write our own kinds' status, standing in for another writer
 the controller must correct."""
 
 from __future__ import annotations
@@ -36,7 +36,7 @@ def test_status_writes_are_recognised() -> None:
 def test_no_status_of_another_component_is_written_outside_unit_tests() -> None:
     sources = [
         path
-        for folder in ("tests/harness", "tests/e2e", "benchmarks")
+        for folder in ("devtools", "tests/e2e", "benchmarks")
         for path in (REPO / folder).rglob("*.py")
     ]
     assert sources

@@ -7,7 +7,7 @@ from pathlib import Path
 from unittest.mock import MagicMock, patch
 
 import pytest
-from charm_kit import SERVER_VERSION, CharmKit, PrivateCalls, api_error
+from tests.juju.kit import SERVER_VERSION, CharmKit, PrivateCalls, api_error
 
 import charm
 from aitenant_charm import lightkube_private, pebble_layer, webhook_trust

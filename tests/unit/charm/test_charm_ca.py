@@ -7,8 +7,8 @@ import base64
 import datetime
 
 import pytest
-from charm_kit import CharmKit, near_expiry_ca
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from tests.juju.kit import CharmKit, near_expiry_ca
 
 from aitenant_charm import pki
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL

@@ -7,8 +7,8 @@ import datetime
 from unittest.mock import MagicMock
 
 import pytest
-from charm_kit import APP, MODEL, CharmKit
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from tests.juju.kit import APP, MODEL, CharmKit
 
 from aitenant_charm import pki, webhook_trust
 from aitenant_charm.cluster_manifests import cluster_scoped_name, construct_webhook_configuration

@@ -10,7 +10,6 @@ from unittest.mock import MagicMock
 
 import ops
 import pytest
-from charm_kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 from charmlibs.interfaces.tls_certificates import Certificate, CertificateSigningRequest, PrivateKey
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef
@@ -29,6 +28,7 @@ from lightkube.resources.rbac_authorization_v1 import (
     Role,
     RoleBinding,
 )
+from tests.juju.kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 
 import charm
 from aitenant import contract

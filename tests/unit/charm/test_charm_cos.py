@@ -6,7 +6,7 @@ import json
 
 import ops
 import pytest
-from charm_kit import APP, MODEL, CharmKit
+from tests.juju.kit import APP, MODEL, CharmKit
 
 import charm
 from aitenant_charm import cos
@@ -63,7 +63,7 @@ def test_alert_rules_are_shipped_scoped_to_the_deployment(ready: CharmKit):
     # WHEN we read the alert rules it got
     rules = json.loads(app_bag(ready, rel)["alert_rules"])
     flat = [rule for group in rules["groups"] for rule in group["rules"]]
-    # THEN every rule of the issue is there, with a duration and a summary
+    # THEN every rule we ship is there, with a duration and a summary
     assert {rule["alert"] for rule in flat} == ALERTS
     for rule in flat:
         assert rule["for"]
@@ -100,7 +100,7 @@ def test_grafana_dashboard_carries_the_compressed_dashboard(ready: CharmKit):
     dashboard = json.loads(cos.decompress(template["content"]))
     titles = " | ".join(panel["title"] for panel in dashboard["panels"])
     exprs = " ".join(t["expr"] for p in dashboard["panels"] for t in p["targets"])
-    # AND it shows what the issue lists
+    # AND it shows tenants, reconciles, the queue, API requests, the webhook and the leader
     for wanted in ("Tenants by phase", "Reconcile", "queue", "API requests", "webhook", "Leader"):
         assert wanted.lower() in titles.lower(), wanted
     for metric in (

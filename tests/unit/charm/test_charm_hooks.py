@@ -1,7 +1,7 @@
 """State transitions as Juju runs the charm: a fresh charm per hook, the same cluster.
 
 Every hook Juju sends ends with collect-status, also the hooks the charm does not observe.
-Each test here drives real hooks through ``ops.testing`` (``juju_model.Deployment``: one
+Each test here drives real hooks through ``ops.testing`` (``tests.juju.model.Deployment``: one
 ``Context.run`` per hook, so no attribute survives from one hook to the next) and checks that
 the status after each is what the facts say, whichever hook came last.
 """
@@ -14,11 +14,11 @@ from typing import Any
 
 import ops
 import pytest
-from charm_kit import api_error
-from juju_model import APP, Deployment, FakeCluster, SharedRelation, Unit
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from ops import testing
+from tests.juju.kit import api_error
+from tests.juju.model import APP, Deployment, FakeCluster, SharedRelation, Unit
 
 import charm
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL

@@ -8,7 +8,7 @@ from unittest.mock import MagicMock, patch
 
 import ops
 import pytest
-from charm_kit import DEFAULT_MAAS_API, MODEL, CharmKit
+from tests.juju.kit import DEFAULT_MAAS_API, MODEL, CharmKit
 
 import charm
 from aitenant.settings import load_settings

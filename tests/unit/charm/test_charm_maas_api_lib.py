@@ -7,8 +7,8 @@ import json
 import ops
 import pytest
 import yaml
-from charm_kit import DEFAULT_MAAS_API
 from ops import testing
+from tests.juju.kit import DEFAULT_MAAS_API
 
 from charms.aitenant_k8s.v0.maas_api import (
     LIBAPI,

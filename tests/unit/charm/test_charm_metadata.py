@@ -103,7 +103,7 @@ def test_config_options_mirror_controller_flags(charmcraft: dict[str, Any]):
 
 def test_controller_args_only_use_known_flags():
     # GIVEN the controller's flags
-    from charm_kit import DEFAULT_MAAS_API
+    from tests.juju.kit import DEFAULT_MAAS_API
 
     from aitenant.settings import FLAGS
     from aitenant_charm.flags import ControllerInputs, Gateway, Ports, WorkloadPaths

@@ -11,8 +11,8 @@ from __future__ import annotations
 import base64
 import datetime
 
-from juju_model import APP, Deployment, FakeCluster
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
+from tests.juju.model import APP, Deployment, FakeCluster
 
 from aitenant_charm import pki, webhook_trust
 from aitenant_charm.cluster_manifests import cluster_scoped_name, construct_webhook_configuration

@@ -8,13 +8,13 @@ from unittest.mock import MagicMock
 
 import ops
 import pytest
-from charm_kit import APP, MODEL, CharmKit, api_error
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
 from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
 from lightkube.types import PatchType
 from ops import testing
+from tests.juju.kit import APP, MODEL, CharmKit, api_error
 
 import charm
 from aitenant import contract

@@ -7,9 +7,9 @@ from unittest.mock import MagicMock
 
 import ops
 import pytest
-from charm_kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.rbac_authorization_v1 import Role
+from tests.juju.kit import APP, DEFAULT_MAAS_API, CharmKit, api_error
 
 import charm
 from aitenant_charm.cluster_manifests import AITENANT

@@ -96,7 +96,7 @@ def test_our_check_refuses_what_charmcraft_misses(
     assert any(message in error for error in errors), errors
 
 
-# What the lint must refuse through charmcraft's own code (the examples).
+# What the lint must refuse through charmcraft's own code.
 @pytest.mark.parametrize(
     ("old", "new", "message"),
     [

@@ -120,7 +120,7 @@ def test_admission_app_rejects_a_non_positive_cap() -> None:
         admission_app(policy=POLICY, index=FakeIndex(), max_bytes=0)
 
 
-# --- clients that stall (issue 34 item 1) ----------------------------------------------------
+# --- clients that stall (docs/design.md §5) ----------------------------------------------------
 
 
 async def _stalled_request(

@@ -292,7 +292,7 @@ async def test_the_gateway_auth_policy_goes_only_with_the_tenant_holding_the_gat
 
 
 async def test_a_revocation_that_hangs_does_not_hold_the_pass() -> None:
-    # maas-api accepts the call and answers only when the test says so (issue 34 item 3).
+    # maas-api accepts the call and answers only when the test says so (docs/contract.md §5.2).
     answer = asyncio.Event()
 
     async def handle(request: httpx.Request) -> httpx.Response:

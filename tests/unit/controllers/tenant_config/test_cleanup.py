@@ -95,7 +95,7 @@ def _stuck_subscription_and_a_platform() -> ScriptedApi:
 
 
 async def test_once_the_aitenant_is_gone_the_platform_goes_despite_stuck_maas_objects() -> None:
-    # Its deletion was forced: nothing waits for this cleanup any more (issue 34 item 2).
+    # Its deletion was forced: nothing waits for this cleanup any more (docs/contract.md §5.5).
     api = _stuck_subscription_and_a_platform()
     assert await cleanup(api.client(), owner=None)(KEY, deleting()) == Done()
     assert api.writes == [
