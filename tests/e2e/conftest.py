@@ -127,24 +127,28 @@ async def tenants_deleted_after(request: pytest.FixtureRequest) -> AsyncIterator
         yield
         return
     kube = cast(AsyncClient, request.getfixturevalue("kube"))
-    before = {
-        t.metadata.name async for t in kube.list(AITenant, namespace=AITENANT_NS) if t.metadata
-    }
+
+    async def tenant_names() -> set[str]:
+        return {
+            t.metadata.name
+            async for t in kube.list(AITenant, namespace=AITENANT_NS)
+            if t.metadata and t.metadata.name
+        }
+
+    async def listed() -> tuple[set[str]]:  # retried while the API server warms up its CRDs
+        return (await tenant_names(),)
+
+    (before,) = await eventually(listed)
+    # The default tenant is Config/default's, bootstrapped once per its lifecycle: never ours.
+    before.add(contract.DEFAULT_TENANT_NAME)
     yield
-    made = {
-        t.metadata.name
-        async for t in kube.list(AITenant, namespace=AITENANT_NS)
-        if t.metadata and t.metadata.name and t.metadata.name not in before
-    }
+    made = await tenant_names() - before
     for name in made:
         with contextlib.suppress(ApiError):
             await kube.delete(AITenant, name, namespace=AITENANT_NS)
 
     async def gone() -> bool:
-        left = {
-            t.metadata.name async for t in kube.list(AITenant, namespace=AITENANT_NS) if t.metadata
-        }
-        return not (left & made)
+        return not (await tenant_names() & made)
 
     try:
         await eventually(gone, timeout=CLEANUP_TIMEOUT, interval=0.2)

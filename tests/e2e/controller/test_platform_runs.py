@@ -399,7 +399,7 @@ async def test_a_new_certificate_rolls_the_pods_and_the_gateway_drops_the_old_ca
     name = unique("roll")
     ca_file, ca_key_file = samples.write_ca(tmp_path / "ca")
     bundle_name = f"maas-api-{name}-backend-ca"
-    async with own_aitenant_namespace(kube, node_controller, unique("ai-tenants-roll")) as ns:
+    async with own_aitenant_namespace(kube, node_controller, unique("custom-infra-roll")) as ns:
         own, transport = await start_controller(
             cluster,
             kube,
@@ -464,7 +464,7 @@ async def test_a_crash_looping_maas_api_leaves_the_tenant_not_active_and_says_wh
     unique: Names,
 ) -> None:
     name = unique("crash")
-    async with own_aitenant_namespace(kube, node_controller, unique("ai-tenants-crash")) as ns:
+    async with own_aitenant_namespace(kube, node_controller, unique("custom-infra-crash")) as ns:
         # Long enough to see the deletion blocked, short enough to see it forced in the end.
         crashing, transport = await start_controller(
             cluster,
