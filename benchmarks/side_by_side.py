@@ -8,7 +8,7 @@ peer it measures ours only and says how to add one. Smaller sizes for a quick ru
 ``--sequential 10 --burst 20 --tenants 60 --delete 25 --lifecycles 3 --webhook-creates 100``.
 
 Each controller starts from the same shell-command environment, on a cluster prepared the same
-way (``peer.prepare``; no kubelet, so every Deployment is marked Available at its generation).
+way (``peer.prepare``; one node, whose kubelet makes each Deployment Available, whoever made it).
 Every AITenant has a Gateway of its own name and carries
 ``maas.opendatahub.io/api-keys-revoked=true`` from its creation (no revocation Job or maas-api
 runs here). One watch on the AITenants times every step. In order:

@@ -63,6 +63,23 @@ class User:
     groups: tuple[str, ...] = ()
 
 
+def terminate_group(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM to the process group of ``proc`` (started with ``start_new_session``)."""
+    if proc.poll() is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGTERM)
+
+
+def wait_or_kill_group(proc: subprocess.Popen[bytes], timeout: float) -> None:
+    """Wait ``timeout`` seconds for ``proc`` to end, then SIGKILL its group."""
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
 @dataclass
 class LocalCluster:
     """A control plane of our own; use as a context manager or call start()/stop()."""
@@ -321,16 +338,9 @@ class LocalCluster:
 
     def stop(self) -> None:
         for proc in reversed(self._procs):
-            if proc.poll() is None:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGTERM)
+            terminate_group(proc)
         for proc in reversed(self._procs):
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+            wait_or_kill_group(proc, timeout=10)
         self._procs.clear()
         if (
             self._own_workdir

@@ -26,7 +26,6 @@ import fcntl
 import json
 import os
 import shutil
-import signal
 import socket
 import socketserver
 import struct
@@ -41,7 +40,14 @@ from typing import IO, Any
 import yaml
 
 from devtools import images
-from devtools.cluster import REPO_ROOT, SERVICE_CIDR, LocalCluster, free_port
+from devtools.cluster import (
+    REPO_ROOT,
+    SERVICE_CIDR,
+    LocalCluster,
+    free_port,
+    terminate_group,
+    wait_or_kill_group,
+)
 from devtools.postgres import Postgres
 
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-node.sh"
@@ -518,14 +524,8 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         proc = self._procs.pop(name, None)
         if proc is None or proc.poll() is not None:
             return
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        terminate_group(proc)
+        wait_or_kill_group(proc, timeout=15)
 
     def _remove_pods(self) -> None:
         """Every pod sandbox through the CRI's own teardown (CNI DEL frees its address and
