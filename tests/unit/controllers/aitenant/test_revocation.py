@@ -6,7 +6,7 @@ import asyncio
 
 import httpx
 
-from aitenant.reconcilers.revocation import KeyRevoker, RevocationError, Revocations
+from aitenant.controllers.aitenant.revocation import KeyRevoker, RevocationError, Revocations
 
 KEY = ("ai-tenants", "red", "uid-1", "https://maas-api-red.infra.svc:8443/x")
 
