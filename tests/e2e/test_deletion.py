@@ -23,9 +23,9 @@ from aitenant.resources import (
     MaaSSubscription,
     MaasTenantConfig,
 )
+from aitenant.runtime.client.lightkube_private import http_client
+from aitenant.runtime.client.transport import is_watch
 from aitenant.runtime.controller import Key, RequeueAfter
-from aitenant.runtime.lightkube_private import http_client
-from aitenant.runtime.transport import is_watch
 from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi

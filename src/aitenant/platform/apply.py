@@ -39,7 +39,7 @@ from aitenant import contract
 from aitenant.errors import api_message, is_conflict, is_invalid, is_not_found, is_transient
 from aitenant.platform.kinds import Kind, Scope
 from aitenant.platform.render import Manifest, Ref, ref_of
-from aitenant.runtime.requests import get_or_none
+from aitenant.runtime.client.requests import get_or_none
 
 log = logging.getLogger(__name__)
 

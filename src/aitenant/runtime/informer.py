@@ -37,7 +37,7 @@ from typing import Any, Literal
 
 from lightkube import ApiError, AsyncClient
 
-from aitenant.runtime.lightkube_private import dict_resource, resource_kind
+from aitenant.runtime.client.lightkube_private import dict_resource, resource_kind
 from aitenant.runtime.packing import Packer, decode, encode
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from aitenant.controllers import conditions
 from aitenant.controllers import legacy_tenant as legacy
 from aitenant.errors import already_exists, api_message, is_conflict
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
-from aitenant.runtime.requests import get_or_none
+from aitenant.runtime.client.requests import get_or_none
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
