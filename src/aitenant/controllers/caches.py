@@ -14,9 +14,9 @@ from aitenant import contract
 from aitenant.gateway_index import TenantsByGateway, index_by_gateway
 from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
-from aitenant.runtime.informer import Informer, Obj
+from aitenant.runtime.cache.informer import Informer, Obj
+from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.metrics import Metrics
-from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
 TENANT_PHASES = (

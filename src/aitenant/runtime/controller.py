@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
 from aitenant.errors import StepFailed, is_not_found, is_transient
-from aitenant.runtime.informer import Informer
+from aitenant.runtime.cache.informer import Informer
 from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.queue import ShutDown, WorkQueue
 

@@ -22,8 +22,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+from aitenant.runtime.cache.informer import Informer
 from aitenant.runtime.controller import Controller
-from aitenant.runtime.informer import Informer
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.server_thread import Server
 

@@ -8,8 +8,8 @@ import contextlib
 import pytest
 
 from aitenant.resources import AITenant
+from aitenant.runtime.cache.informer import Informer
 from aitenant.runtime.controller import Controller, Done, Key, Result
-from aitenant.runtime.informer import Informer
 from aitenant.runtime.leader import LeaderElector, LeaderLost
 from aitenant.runtime.manager import Manager
 from aitenant.runtime.metrics import Metrics

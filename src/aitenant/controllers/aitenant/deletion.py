@@ -31,10 +31,10 @@ from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
 from aitenant.platform import kinds
 from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
+from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.client.events import EventRecorder
 from aitenant.runtime.client.requests import get_or_none
 from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
-from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings, format_duration
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,7 @@ from aitenant.controllers import ownership
 from aitenant.controllers.aitenant.context import TenantContext
 from aitenant.errors import StepFailed, already_exists, is_not_found
 from aitenant.resources import AITenantView, Obj
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.reads import CachedReads
 
 Reason = contract.Reason
 

@@ -32,10 +32,10 @@ from aitenant.controllers.finalizers import ensure_finalizer
 from aitenant.controllers.status import StatusWriter
 from aitenant.errors import StepFailed, already_exists, api_message, namespace_missing
 from aitenant.resources import AITenant, AITenantView, Gateway, MaasTenantConfig, Obj
+from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.client.events import EventRecorder
 from aitenant.runtime.client.requests import merge_patch
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
-from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -57,8 +57,8 @@ from aitenant.resources import (
     MaasTenantConfig,
     Obj,
 )
+from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
-from aitenant.runtime.reads import CachedReads
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)
