@@ -43,7 +43,7 @@ from aitenant import contract, manifests
 from aitenant.app import App, build_app, connect
 from aitenant.resources import AITenant
 from aitenant.runtime.controller import Done, Key, Result
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 from tests.harness import images, samples
 from tests.harness.cluster import ADMIN_TOKEN, LocalCluster, User, free_port

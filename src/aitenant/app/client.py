@@ -13,7 +13,7 @@ from aitenant import contract
 from aitenant.runtime.client.lightkube_private import http_client
 from aitenant.runtime.client.retry import RetryReads
 from aitenant.runtime.client.transport import AiohttpTransport, is_watch
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

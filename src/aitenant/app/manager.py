@@ -13,7 +13,7 @@ from aitenant.app.controllers import Controllers
 from aitenant.controllers.caches import Caches
 from aitenant.runtime.leader import LeaderElector
 from aitenant.runtime.manager import Manager, Runnable
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

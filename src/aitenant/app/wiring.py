@@ -14,7 +14,7 @@ from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
 from aitenant.runtime.cache.informer import Informer
 from aitenant.runtime.controller import Controller
 from aitenant.runtime.manager import Manager
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

@@ -16,7 +16,7 @@ from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.cache.informer import Informer, Obj
 from aitenant.runtime.cache.reads import CachedReads
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 TENANT_PHASES = (

@@ -28,8 +28,8 @@ from typing import NamedTuple, TypeAlias
 
 from aitenant.errors import StepFailed, is_not_found, is_transient
 from aitenant.runtime.cache.informer import Informer
-from aitenant.runtime.metrics import Metrics
 from aitenant.runtime.queue import ShutDown, WorkQueue
+from aitenant.runtime.serving.metrics import Metrics
 
 log = logging.getLogger(__name__)
 

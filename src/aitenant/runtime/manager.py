@@ -25,7 +25,7 @@ from typing import Any
 from aitenant.runtime.cache.informer import Informer
 from aitenant.runtime.controller import Controller
 from aitenant.runtime.leader import LeaderElector
-from aitenant.runtime.server_thread import Server
+from aitenant.runtime.serving.server_thread import Server
 
 log = logging.getLogger(__name__)
 

@@ -18,7 +18,7 @@ from aitenant.runtime.controller import (
     Retry,
     after_failure,
 )
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 
 KEY = Key("ns", "a")
 

@@ -12,7 +12,7 @@ from aitenant.runtime.cache.informer import Informer
 from aitenant.runtime.controller import Controller, Done, Key, Result
 from aitenant.runtime.leader import LeaderElector, LeaderLost
 from aitenant.runtime.manager import Manager
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 
 from ..scripted_api import ScriptedApi, echo, ok, status
 from .test_leader import LEASE, LEASES, lease

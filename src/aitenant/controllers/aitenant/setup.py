@@ -29,7 +29,7 @@ from aitenant.resources import Obj, annotations_of
 from aitenant.runtime.cache.informer import EventType
 from aitenant.runtime.client.events import EventRecorder
 from aitenant.runtime.controller import Controller, Key
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

@@ -31,7 +31,7 @@ from aitenant.platform.prune import TrackedObjects
 from aitenant.resources import Obj
 from aitenant.runtime.cache.informer import EventType
 from aitenant.runtime.controller import Controller, Key
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

@@ -153,8 +153,8 @@ class Informer:
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, defaultdict[str, set[ObjKey]]] = {}
-        # Indexes are also read from the webhook's thread (runtime/server_thread.py): a change
-        # of an object and of its index entries is one step for ``by_index``.
+        # Indexes are also read from the webhook's thread (runtime/serving/server_thread.py): a
+        # change of an object and of its index entries is one step for ``by_index``.
         self._index_lock = threading.Lock()
         self.relists = 0
 
