@@ -42,7 +42,7 @@ from lightkube.types import PatchType
 from aitenant import contract, manifests
 from aitenant.app import App, build_app, connect
 from aitenant.resources import AITenant
-from aitenant.runtime.controller import Done, Key, Result
+from aitenant.runtime.control.controller import Done, Key, Result
 from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 from tests.harness import images, samples

@@ -16,7 +16,7 @@ from lightkube.types import PatchType
 from aitenant import contract, naming
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
 from aitenant.runtime.client.lightkube_private import http_client
-from aitenant.runtime.controller import Key, Retry
+from aitenant.runtime.control.controller import Key, Retry
 from tests.harness import samples
 
 from .conftest import (

@@ -25,7 +25,7 @@ from aitenant.resources import (
 )
 from aitenant.runtime.client.lightkube_private import http_client
 from aitenant.runtime.client.transport import is_watch
-from aitenant.runtime.controller import Key, RequeueAfter
+from aitenant.runtime.control.controller import Key, RequeueAfter
 from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi

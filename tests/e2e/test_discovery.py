@@ -14,7 +14,7 @@ from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
-from aitenant.runtime.controller import Done, Key
+from aitenant.runtime.control.controller import Done, Key
 from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi

@@ -11,7 +11,7 @@ from lightkube.types import PatchType
 
 from aitenant import contract
 from aitenant.resources import AITenant, LegacyTenant, MaasTenantConfig
-from aitenant.runtime.controller import Key
+from aitenant.runtime.control.controller import Key
 from tests.harness import samples
 
 from .conftest import (

@@ -21,7 +21,7 @@ from aitenant import contract
 from aitenant.controllers.tenant_config.reconciler import TenantConfigReconciler
 from aitenant.platform import kinds
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
-from aitenant.runtime.controller import Key, RequeueAfter
+from aitenant.runtime.control.controller import Key, RequeueAfter
 from tests.harness import samples
 from tests.harness.cluster import LocalCluster
 from tests.harness.maas_api import FakeMaasApi

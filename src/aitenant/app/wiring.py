@@ -12,8 +12,8 @@ from aitenant.app.servers import build_servers
 from aitenant.controllers.caches import build_caches
 from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
 from aitenant.runtime.cache.informer import Informer
-from aitenant.runtime.controller import Controller
-from aitenant.runtime.manager import Manager
+from aitenant.runtime.control.controller import Controller
+from aitenant.runtime.control.manager import Manager
 from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 

@@ -51,10 +51,10 @@ class Caches:
     by_gateway: TenantsByGateway
 
     def start_order(self) -> list[Informer]:
-        """Every informer, in the order the manager starts them (runtime/manager.py): what an
-        AITenant pass reads first, then the platform's larger caches, so the first passes need
-        not wait for those; last the Config, not a readiness requirement (without the Config
-        CRD the rest of the controller works)."""
+        """Every informer, in the order the manager starts them (runtime/control/manager.py):
+        what an AITenant pass reads first, then the platform's larger caches, so the first
+        passes need not wait for those; last the Config, not a readiness requirement (without
+        the Config CRD the rest of the controller works)."""
         tenant_side = [
             self.tenants,
             self.configs,

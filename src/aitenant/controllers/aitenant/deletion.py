@@ -34,7 +34,7 @@ from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
 from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.client.events import EventRecorder
 from aitenant.runtime.client.requests import get_or_none
-from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
+from aitenant.runtime.control.controller import Done, RequeueAfter, Result, Retry
 from aitenant.settings import Settings, format_duration
 
 log = logging.getLogger(__name__)

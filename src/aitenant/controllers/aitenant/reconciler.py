@@ -35,7 +35,7 @@ from aitenant.resources import AITenant, AITenantView, Gateway, MaasTenantConfig
 from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.client.events import EventRecorder
 from aitenant.runtime.client.requests import merge_patch
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

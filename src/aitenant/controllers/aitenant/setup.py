@@ -28,7 +28,7 @@ from aitenant.controllers.predicates import settled, status_overwritten
 from aitenant.resources import Obj, annotations_of
 from aitenant.runtime.cache.informer import EventType
 from aitenant.runtime.client.events import EventRecorder
-from aitenant.runtime.controller import Controller, Key
+from aitenant.runtime.control.controller import Controller, Key
 from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 

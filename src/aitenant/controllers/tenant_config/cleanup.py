@@ -17,7 +17,7 @@ from aitenant.errors import is_not_found
 from aitenant.platform.apply import Applier
 from aitenant.platform.prune import Tenant, TrackedObjects
 from aitenant.resources import MaaSAuthPolicy, MaaSSubscription, MaasTenantConfig, Obj, labels_of
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

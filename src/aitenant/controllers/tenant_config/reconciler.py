@@ -58,7 +58,7 @@ from aitenant.resources import (
     Obj,
 )
 from aitenant.runtime.cache.reads import CachedReads
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result, after_failure
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

@@ -12,7 +12,7 @@ from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.cache.reads import CachedReads
 from aitenant.runtime.client.events import EventRecorder
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result, Retry
 from aitenant.settings import Settings
 
 from ...scripted_api import ScriptedApi, echo, ok, status

@@ -31,7 +31,7 @@ from aitenant.platform.prune import TrackedObjects
 from aitenant.platform.render import names_for
 from aitenant.resources import AITenantView
 from aitenant.runtime.cache.reads import CachedReads
-from aitenant.runtime.controller import Key, Result
+from aitenant.runtime.control.controller import Key, Result
 from aitenant.settings import Settings
 
 

@@ -9,7 +9,7 @@ import pytest
 from lightkube import ApiError
 
 from aitenant.errors import StepFailed
-from aitenant.runtime.controller import (
+from aitenant.runtime.control.controller import (
     Controller,
     Done,
     Key,
@@ -106,7 +106,7 @@ async def test_an_unexpected_failure_is_logged_at_error_with_its_traceback(
         raise raised
 
     ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
-    with caplog.at_level("DEBUG", logger="aitenant.runtime.controller"):
+    with caplog.at_level("DEBUG", logger="aitenant.runtime.control.controller"):
         assert isinstance(await ctl.process(KEY), Retry)
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert bool(errors) is logged_as_error

@@ -28,7 +28,7 @@ from typing import NamedTuple, TypeAlias
 
 from aitenant.errors import StepFailed, is_not_found, is_transient
 from aitenant.runtime.cache.informer import Informer
-from aitenant.runtime.queue import ShutDown, WorkQueue
+from aitenant.runtime.control.queue import ShutDown, WorkQueue
 from aitenant.runtime.serving.metrics import Metrics
 
 log = logging.getLogger(__name__)
