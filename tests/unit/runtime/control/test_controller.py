@@ -8,7 +8,6 @@ import httpx2
 import pytest
 from lightkube import ApiError
 
-from aitenant.errors import StepFailed
 from aitenant.runtime.control.controller import (
     Controller,
     Done,
@@ -16,7 +15,6 @@ from aitenant.runtime.control.controller import (
     RequeueAfter,
     Result,
     Retry,
-    after_failure,
 )
 from aitenant.runtime.serving.metrics import Metrics
 
@@ -158,38 +156,6 @@ def test_contradictory_results_cannot_be_built() -> None:
     for delay in (0, -1.0):
         with pytest.raises(ValueError, match="positive delay"):
             RequeueAfter(delay)
-
-
-def test_a_step_failure_maps_to_one_outcome() -> None:
-    cause = api_error(503)
-    transient = StepFailed("GatewayClaimFailed", "busy", requeue_after=30, cause=cause)
-    assert after_failure(transient) == Retry("busy"), "backoff, not the 30 s wait"
-    assert after_failure(StepFailed("GatewayCheckFailed", "no gateway")) == RequeueAfter(30)
-    lasting = StepFailed("GatewayClaimFailed", "forbidden", cause=api_error(403))
-    assert after_failure(lasting) == RequeueAfter(30)
-    assert after_failure(StepFailed("InvalidPlacement", "bad", requeue_after=None)) == Done()
-
-
-async def test_a_step_failure_raised_inside_an_except_block_is_not_retried_with_backoff() -> None:
-    """The reported failure says what it is; the 503 being handled does not leak into it."""
-    contexts: list[BaseException | None] = []
-
-    async def reconcile(key: Key) -> Result:
-        try:
-            try:
-                raise api_error(503)
-            except ApiError:
-                raise StepFailed("TenantNamespaceFailed", "terminating", requeue_after=5)  # noqa: B904
-        except StepFailed as failure:
-            contexts.append(failure.__context__)
-            return after_failure(failure)
-
-    ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
-    assert await ctl.process(KEY) == RequeueAfter(5)
-    assert isinstance(contexts[0], ApiError), "the 503 was the context, and was not read"
-    assert ctl.queue.failures(KEY) == 0
-    assert count(ctl.metrics, "requeue") == 1
-    ctl.queue.shutdown()
 
 
 def test_metrics_are_zero_initialised() -> None:
