@@ -1,4 +1,4 @@
-"""Errors that carry the retry decision, and small predicates over Kubernetes API errors.
+"""Errors that carry the retry decision, and the outcome each maps to.
 
 Exception
 ├── StepFailed          a reconcile step failed in a way the status must show
@@ -7,15 +7,18 @@ Exception
 │                        ``is_transient`` classifies so (a 409/429/5xx, a broken connection):
 │                        then it is retried with backoff, not after ``requeue_after``
 └── lightkube.ApiError  unexpected API failure → the runtime retries with backoff
+
+``after_failure`` maps a reported ``StepFailed`` to the runtime's outcome. What an API answer
+means (``is_transient``, ``is_not_found``, …) is the client layer's:
+``aitenant.runtime.client.api_errors``.
 """
 
 from __future__ import annotations
 
-import httpx2
 from lightkube import ApiError
 
-# Answers worth retrying soon: conflicts, throttling, server trouble.
-TRANSIENT_CODES = frozenset({409, 429, 500, 502, 503, 504})
+from aitenant.runtime.client.api_errors import api_message, is_transient
+from aitenant.runtime.control.controller import Done, RequeueAfter, Result, Retry
 
 
 class StepFailed(Exception):
@@ -47,51 +50,10 @@ class StepFailed(Exception):
         return cls(reason, message, cause=exc)
 
 
-def status_code(exc: BaseException) -> int | None:
-    if isinstance(exc, ApiError):
-        return exc.status.code
-    return None
-
-
-def is_transient(exc: BaseException | None) -> bool:
-    """A conflict, throttling, server trouble or a broken connection: retry with backoff."""
-    if isinstance(exc, ApiError):
-        return exc.status.code in TRANSIENT_CODES
-    return isinstance(exc, httpx2.TransportError)
-
-
-def is_not_found(exc: BaseException) -> bool:
-    return status_code(exc) == 404
-
-
-def is_invalid(exc: BaseException) -> bool:
-    """422: the object was refused as invalid (e.g. an immutable field changed)."""
-    return status_code(exc) == 422
-
-
-def is_conflict(exc: BaseException) -> bool:
-    """409: AlreadyExists on create, or a stale resourceVersion on update."""
-    return status_code(exc) == 409
-
-
-def already_exists(exc: BaseException) -> bool:
-    """A create refused because the object exists (a 409 may also be a plain conflict)."""
-    return is_conflict(exc) and isinstance(exc, ApiError) and exc.status.reason == "AlreadyExists"
-
-
-def api_message(exc: BaseException) -> str:
-    if isinstance(exc, ApiError):
-        return exc.status.message or str(exc)
-    return str(exc)
-
-
-def namespace_missing(exc: BaseException) -> bool:
-    """A create refused because its namespace does not exist (yet)."""
-    if not isinstance(exc, ApiError) or exc.status.code != 404:
-        return False
-    details = exc.status.details
-    kind = (details.kind if details else "") or ""
-    message = exc.status.message or ""
-    return kind in ("namespace", "namespaces") or (
-        message.startswith("namespaces ") and "not found" in message
-    )
+def after_failure(failure: StepFailed) -> Result:
+    """The outcome of a reported step failure: backoff for a transient one, else its wait."""
+    if failure.transient:
+        return Retry(failure.message)
+    if failure.requeue_after is None:
+        return Done()
+    return RequeueAfter(failure.requeue_after)

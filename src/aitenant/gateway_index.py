@@ -5,7 +5,7 @@ controllers' Gateway handlers and by the admission webhook's uniqueness rule
 from __future__ import annotations
 
 from aitenant import naming
-from aitenant.runtime.informer import Informer
+from aitenant.runtime.cache.informer import Informer
 
 GATEWAY_INDEX = "gateway"
 

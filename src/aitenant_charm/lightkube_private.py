@@ -1,7 +1,7 @@
 """The charm's only reach into lightkube's private API, checked against one version.
 
 The charm runs lightkube's synchronous ``Client``; the controller's twin of this module
-(``aitenant.runtime.lightkube_private``, for ``AsyncClient``) lies outside what the charm may
+(``aitenant.runtime.client.lightkube_private``, for ``AsyncClient``) lies outside what the charm may
 import. lightkube has no public call for three things the charm needs; each is a small
 function here, so a lightkube upgrade is checked in one place
 (``tests/unit/charm/test_charm_lightkube.py`` fails when the locked version is no longer

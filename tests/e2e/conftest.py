@@ -46,8 +46,8 @@ from lightkube.types import PatchType
 from aitenant import contract, manifests
 from aitenant.app import App, build_app, connect
 from aitenant.resources import AITenant
-from aitenant.runtime.controller import Done, Key, Result
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.control.controller import Done, Key, Result
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

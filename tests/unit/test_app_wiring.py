@@ -4,7 +4,7 @@ the informers list."""
 from __future__ import annotations
 
 from aitenant.app import build_app
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 from .scripted_api import ScriptedApi

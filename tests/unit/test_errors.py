@@ -1,34 +1,16 @@
-"""Which failures are retried soon, with backoff."""
+"""A reported step failure: when it is transient, and the outcome it maps to."""
 
 from __future__ import annotations
 
-import httpx2
 import pytest
 from lightkube import ApiError
 
-from aitenant.errors import StepFailed, already_exists, is_transient
+from aitenant.errors import StepFailed, after_failure
+from aitenant.runtime.control.controller import Controller, Done, Key, RequeueAfter, Result, Retry
+from aitenant.runtime.serving.metrics import Metrics
 
-
-def api_error(code: int, reason: str = "") -> ApiError:
-    request = httpx2.Request("GET", "https://api.invalid/x")
-    status = {"kind": "Status", "code": code, "reason": reason, "message": f"answer {code}"}
-    response = httpx2.Response(code, request=request, json=status)
-    return ApiError(request=request, response=response)
-
-
-@pytest.mark.parametrize(("code", "transient"), [
-    (409, True), (429, True), (500, True), (502, True), (503, True), (504, True),
-    (400, False), (403, False), (404, False), (422, False),
-])  # fmt: skip
-def test_api_answers(code: int, transient: bool) -> None:
-    assert is_transient(api_error(code)) is transient
-
-
-def test_broken_connections_are_transient_other_errors_are_not() -> None:
-    assert is_transient(httpx2.ConnectError("refused"))
-    assert is_transient(httpx2.ReadTimeout("slow"))
-    assert not is_transient(ValueError("bad input"))
-    assert not is_transient(None)
+from .runtime.client.test_api_errors import api_error
+from .runtime.control.test_controller import KEY, count
 
 
 def test_step_failed_is_transient_only_when_its_cause_is() -> None:
@@ -69,12 +51,6 @@ def test_a_step_failed_raised_inside_an_except_block_does_not_inherit_transience
         assert not info.value.transient, chain
 
 
-def test_only_already_exists_means_a_create_found_the_object() -> None:
-    assert already_exists(api_error(409, "AlreadyExists"))
-    assert not already_exists(api_error(409, "Conflict")), "retry the create, do not adopt"
-    assert not already_exists(api_error(500))
-
-
 def test_step_failed_from_an_api_answer_says_what_failed_and_keeps_its_cause() -> None:
     conflict, refused = api_error(409), api_error(422)
     named = StepFailed.from_api("RBACReconcileFailed", conflict, "patch Role ns/admin")
@@ -87,3 +63,35 @@ def test_step_failed_from_an_api_answer_says_what_failed_and_keeps_its_cause() -
     alone = StepFailed.from_api("GatewayClaimFailed", refused)
     assert alone.message == "answer 422"
     assert not alone.transient
+
+
+def test_a_step_failure_maps_to_one_outcome() -> None:
+    cause = api_error(503)
+    transient = StepFailed("GatewayClaimFailed", "busy", requeue_after=30, cause=cause)
+    assert after_failure(transient) == Retry("busy"), "backoff, not the 30 s wait"
+    assert after_failure(StepFailed("GatewayCheckFailed", "no gateway")) == RequeueAfter(30)
+    lasting = StepFailed("GatewayClaimFailed", "forbidden", cause=api_error(403))
+    assert after_failure(lasting) == RequeueAfter(30)
+    assert after_failure(StepFailed("InvalidPlacement", "bad", requeue_after=None)) == Done()
+
+
+async def test_a_step_failure_raised_inside_an_except_block_is_not_retried_with_backoff() -> None:
+    """The reported failure says what it is; the 503 being handled does not leak into it."""
+    contexts: list[BaseException | None] = []
+
+    async def reconcile(key: Key) -> Result:
+        try:
+            try:
+                raise api_error(503)
+            except ApiError:
+                raise StepFailed("TenantNamespaceFailed", "terminating", requeue_after=5)  # noqa: B904
+        except StepFailed as failure:
+            contexts.append(failure.__context__)
+            return after_failure(failure)
+
+    ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
+    assert await ctl.process(KEY) == RequeueAfter(5)
+    assert isinstance(contexts[0], ApiError), "the 503 was the context, and was not read"
+    assert ctl.queue.failures(KEY) == 0
+    assert count(ctl.metrics, "requeue") == 1
+    ctl.queue.shutdown()

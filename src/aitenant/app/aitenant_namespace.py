@@ -13,7 +13,7 @@ from lightkube.resources.core_v1 import Namespace
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import already_exists, is_not_found, status_code
+from aitenant.runtime.client.api_errors import already_exists, is_not_found, status_code
 
 log = logging.getLogger(__name__)
 

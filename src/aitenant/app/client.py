@@ -10,10 +10,10 @@ from lightkube.config.client_adapter import verify_cluster
 from lightkube.core.exceptions import ConfigError
 
 from aitenant import contract
-from aitenant.runtime.lightkube_private import http_client
-from aitenant.runtime.metrics import Metrics
-from aitenant.runtime.retry import RetryReads
-from aitenant.runtime.transport import AiohttpTransport, is_watch
+from aitenant.runtime.client.lightkube_private import http_client
+from aitenant.runtime.client.retry import RetryReads
+from aitenant.runtime.client.transport import AiohttpTransport, is_watch
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

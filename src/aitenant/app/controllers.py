@@ -13,8 +13,8 @@ from aitenant.controllers.caches import Caches
 from aitenant.controllers.default_tenant import setup as setup_default_tenant
 from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
 from aitenant.controllers.tenant_config import setup as setup_tenant_config
-from aitenant.runtime.controller import Controller
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.control.controller import Controller
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

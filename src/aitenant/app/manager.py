@@ -11,9 +11,9 @@ from aitenant import contract
 from aitenant.app.aitenant_namespace import monitor_managed_namespace
 from aitenant.app.controllers import Controllers
 from aitenant.controllers.caches import Caches
-from aitenant.runtime.leader import LeaderElector
-from aitenant.runtime.manager import Manager, Runnable
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.control.leader import LeaderElector
+from aitenant.runtime.control.manager import Manager, Runnable
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

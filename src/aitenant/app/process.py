@@ -17,7 +17,7 @@ from aitenant.app.aitenant_namespace import NamespaceSetupError, ensure_managed_
 from aitenant.app.client import make_client
 from aitenant.app.wiring import build_app
 from aitenant.platform.discovery import http_fetch
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings, SettingsError, load_settings
 
 log = logging.getLogger("aitenant")

@@ -9,14 +9,14 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from aitenant.gateway_index import TenantsByGateway
-from aitenant.runtime.metrics import Metrics
-from aitenant.runtime.server_thread import Server, ServerThread
+from aitenant.runtime.serving.metrics import Metrics
+from aitenant.runtime.serving.server_thread import Server, ServerThread
 from aitenant.settings import Settings
 
 if TYPE_CHECKING:
     from aiohttp import web
 
-    from aitenant.runtime.http import ReadyCheck
+    from aitenant.runtime.serving.http import ReadyCheck
 
 StartServer = Callable[[], Awaitable[Server]]
 
@@ -31,12 +31,12 @@ def build_servers(
     live: list[ReadyCheck] = []
 
     async def start_health() -> web.AppRunner:
-        http = await import_off_loop("aitenant.runtime.http")
+        http = await import_off_loop("aitenant.runtime.serving.http")
         served = http.health_app(checks, live)
         return await http.serve(served, settings.bind_address, settings.health_port)
 
     async def start_metrics() -> web.AppRunner:
-        http = await import_off_loop("aitenant.runtime.http")
+        http = await import_off_loop("aitenant.runtime.serving.http")
         served = http.metrics_app(metrics)
         return await http.serve(served, settings.bind_address, settings.metrics_port)
 
@@ -78,7 +78,7 @@ async def serve_webhook(
 ) -> web.AppRunner:
     """Runs on the webhook's own loop: importing the web framework there holds up nothing."""
     assert settings.webhook_cert_dir is not None
-    from aitenant.runtime.tls import CertReloader
+    from aitenant.runtime.serving.tls import CertReloader
     from aitenant.webhook import server as webhook_server
     from aitenant.webhook.validators import WebhookPolicy
 

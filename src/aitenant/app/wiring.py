@@ -11,10 +11,10 @@ from aitenant.app.manager import build_manager
 from aitenant.app.servers import build_servers
 from aitenant.controllers.caches import build_caches
 from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
-from aitenant.runtime.controller import Controller
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.manager import Manager
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.control.controller import Controller
+from aitenant.runtime.control.manager import Manager
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

@@ -14,9 +14,9 @@ from aitenant import contract
 from aitenant.gateway_index import TenantsByGateway, index_by_gateway
 from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, Config, Gateway, LegacyTenant, MaasTenantConfig
-from aitenant.runtime.informer import Informer, Obj
-from aitenant.runtime.metrics import Metrics
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.informer import Informer, Obj
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 TENANT_PHASES = (
@@ -51,10 +51,10 @@ class Caches:
     by_gateway: TenantsByGateway
 
     def start_order(self) -> list[Informer]:
-        """Every informer, in the order the manager starts them (runtime/manager.py): what an
-        AITenant pass reads first, then the platform's larger caches, so the first passes need
-        not wait for those; last the Config, not a readiness requirement (without the Config
-        CRD the rest of the controller works)."""
+        """Every informer, in the order the manager starts them (runtime/control/manager.py):
+        what an AITenant pass reads first, then the platform's larger caches, so the first
+        passes need not wait for those; last the Config, not a readiness requirement (without
+        the Config CRD the rest of the controller works)."""
         tenant_side = [
             self.tenants,
             self.configs,

@@ -8,7 +8,7 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
-from aitenant.errors import is_not_found
+from aitenant.runtime.client.api_errors import is_not_found
 
 
 async def ensure_finalizer(

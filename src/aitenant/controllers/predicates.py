@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from aitenant.controllers import conditions
 from aitenant.resources import Obj
-from aitenant.runtime.informer import EventType
+from aitenant.runtime.cache.informer import EventType
 
 
 def status_overwritten(event: EventType, old: Obj | None, new: Obj, *, ours: bool) -> bool:

@@ -20,9 +20,9 @@ from lightkube import ApiError, AsyncClient
 from aitenant import contract
 from aitenant.controllers import conditions
 from aitenant.controllers.conditions import Status
-from aitenant.errors import is_conflict
 from aitenant.resources import Obj
-from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.client.api_errors import is_conflict
+from aitenant.runtime.client.events import EventRecorder
 
 Reason = contract.Reason
 WARNING_PHASES = {contract.PHASE_FAILED}

@@ -36,10 +36,16 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
-from aitenant.errors import api_message, is_conflict, is_invalid, is_not_found, is_transient
 from aitenant.platform.kinds import Kind, Scope
 from aitenant.platform.render import Manifest, Ref, ref_of
-from aitenant.runtime.requests import get_or_none
+from aitenant.runtime.client.api_errors import (
+    api_message,
+    is_conflict,
+    is_invalid,
+    is_not_found,
+    is_transient,
+)
+from aitenant.runtime.client.requests import get_or_none
 
 log = logging.getLogger(__name__)
 

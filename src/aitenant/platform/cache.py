@@ -25,7 +25,7 @@ from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.platform.apply import UNKNOWN, get_dict_or_none, tenant_of
 from aitenant.platform.kinds import Kind
-from aitenant.runtime.informer import Handler, Informer
+from aitenant.runtime.cache.informer import Handler, Informer
 
 Obj = dict[str, Any]
 TENANT_INDEX = "tenant"

@@ -20,7 +20,7 @@ from typing import Any
 from lightkube import AsyncClient
 
 from aitenant.platform.kinds import Kind
-from aitenant.runtime.lightkube_private import http_client
+from aitenant.runtime.client.lightkube_private import http_client
 
 # GET a discovery path ("/api/v1", "/apis/<group>/<version>"): the document, or None on 404.
 Fetch = Callable[[str], Awaitable[dict[str, Any] | None]]

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from aitenant.runtime.lightkube_private import resource_class
+from aitenant.runtime.client.lightkube_private import resource_class
 
 # Served by every Kubernetes API server; the platform's other kinds come with CRDs.
 BUILT_IN_GROUPS = frozenset({"", "apps", "batch", "networking.k8s.io", "rbac.authorization.k8s.io"})

@@ -17,7 +17,7 @@ from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.render import Ref, tracking_labels
 from aitenant.resources import Obj
-from aitenant.runtime.controller import Key
+from aitenant.runtime.control.controller import Key
 
 log = logging.getLogger(__name__)
 

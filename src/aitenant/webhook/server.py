@@ -31,7 +31,7 @@ from aiohttp import web
 
 from aitenant import contract
 from aitenant.gateway_index import TenantsByGateway
-from aitenant.runtime.tls import CertReloader
+from aitenant.runtime.serving.tls import CertReloader
 from aitenant.webhook.validators import (
     DEFAULT_MAX_BYTES,
     WebhookPolicy,

@@ -21,7 +21,7 @@ from lightkube.types import PatchType
 from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.resources import MaaSSubscription, MaasTenantConfig
-from aitenant.runtime.controller import Key
+from aitenant.runtime.control.controller import Key
 
 from ..conftest import (
     INFRA_NS,

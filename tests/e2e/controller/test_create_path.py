@@ -16,8 +16,8 @@ from lightkube.types import PatchType
 
 from aitenant import contract, naming
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
-from aitenant.runtime.controller import Key, Retry
-from aitenant.runtime.lightkube_private import http_client
+from aitenant.runtime.client.lightkube_private import http_client
+from aitenant.runtime.control.controller import Key, Retry
 
 from ..conftest import (
     AITENANT_NS,

@@ -26,9 +26,9 @@ from aitenant.resources import (
     MaaSSubscription,
     MaasTenantConfig,
 )
-from aitenant.runtime.controller import Key, RequeueAfter
-from aitenant.runtime.lightkube_private import http_client
-from aitenant.runtime.transport import is_watch
+from aitenant.runtime.client.lightkube_private import http_client
+from aitenant.runtime.client.transport import is_watch
+from aitenant.runtime.control.controller import Key, RequeueAfter
 
 from ..conftest import (
     AITENANT_NS,

@@ -17,7 +17,7 @@ from lightkube import ApiError, AsyncClient
 
 from aitenant import contract
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
-from aitenant.runtime.controller import Done, Key
+from aitenant.runtime.control.controller import Done, Key
 
 from ..conftest import (
     AITENANT_NS,

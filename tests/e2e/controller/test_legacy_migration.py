@@ -12,7 +12,7 @@ from lightkube.types import PatchType
 
 from aitenant import contract
 from aitenant.resources import AITenant, LegacyTenant, MaasTenantConfig
-from aitenant.runtime.controller import Key
+from aitenant.runtime.control.controller import Key
 
 from ..conftest import (
     AITENANT_NS,

@@ -24,7 +24,7 @@ from aitenant import contract
 from aitenant.controllers.tenant_config.reconciler import TenantConfigReconciler
 from aitenant.platform import kinds
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
-from aitenant.runtime.controller import Key, RequeueAfter
+from aitenant.runtime.control.controller import Key, RequeueAfter
 
 from ..conftest import (
     AITENANT_NS,

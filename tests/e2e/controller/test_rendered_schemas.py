@@ -16,7 +16,7 @@ from lightkube import AsyncClient
 from aitenant import certificates, contract
 from aitenant.platform.discovery import discovery_path
 from aitenant.platform.render import Manifest, PlatformContext, Telemetry, render
-from aitenant.runtime.lightkube_private import http_client
+from aitenant.runtime.client.lightkube_private import http_client
 
 from ..conftest import AITENANT_NS, GATEWAY_NS, INFRA_NS, Names
 

@@ -7,7 +7,7 @@ from typing import Any
 from aitenant import contract
 from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenant, MaasTenantConfig
-from aitenant.runtime.events import EventRecorder
+from aitenant.runtime.client.events import EventRecorder
 
 from ..scripted_api import ScriptedApi, echo, ok, status
 from .aitenant.test_reconciler import EVENTS, TENANTS, tenant

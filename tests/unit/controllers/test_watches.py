@@ -21,7 +21,7 @@ from aitenant.controllers.tenant_config.setup import (
     requeue_configs,
     tracked_config_key,
 )
-from aitenant.runtime.controller import Key
+from aitenant.runtime.control.controller import Key
 from aitenant.settings import Settings
 
 from .tenant_config.test_spec import config

@@ -19,7 +19,7 @@ from aiohttp import web
 from webhook_fakes import POLICY, FakeIndex, admission_request, review_body, tenant
 
 from aitenant import contract
-from aitenant.runtime.tls import CertReloader
+from aitenant.runtime.serving.tls import CertReloader
 from aitenant.webhook.server import admission_app, serve
 
 HOST = "127.0.0.1"
@@ -145,7 +145,7 @@ async def test_half_written_pair_keeps_the_previous_certificate(
 ) -> None:
     server, first_ca, first_cert = served
     await server.reloader.stop()  # drive the checks by hand
-    caplog.set_level(logging.WARNING, logger="aitenant.runtime.tls")
+    caplog.set_level(logging.WARNING, logger="aitenant.runtime.serving.tls")
     second_ca = trustme.CA()
     second_cert = second_ca.issue_cert(HOST)
 

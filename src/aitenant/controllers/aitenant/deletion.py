@@ -27,14 +27,15 @@ from aitenant.controllers.aitenant.rbac import TenantRoles
 from aitenant.controllers.aitenant.revocation import RevocationError, Revocations
 from aitenant.controllers.finalizers import drop_finalizer, ensure_finalizer
 from aitenant.controllers.status import StatusWriter
-from aitenant.errors import StepFailed, api_message, is_conflict, is_not_found
+from aitenant.errors import StepFailed
 from aitenant.platform import kinds
 from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, AITenantView, MaasTenantConfig
-from aitenant.runtime.controller import Done, RequeueAfter, Result, Retry
-from aitenant.runtime.events import EventRecorder
-from aitenant.runtime.reads import CachedReads
-from aitenant.runtime.requests import get_or_none
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.api_errors import api_message, is_conflict, is_not_found
+from aitenant.runtime.client.events import EventRecorder
+from aitenant.runtime.client.requests import get_or_none
+from aitenant.runtime.control.controller import Done, RequeueAfter, Result, Retry
 from aitenant.settings import Settings, format_duration
 
 log = logging.getLogger(__name__)

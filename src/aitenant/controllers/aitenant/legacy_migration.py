@@ -15,10 +15,11 @@ from aitenant import contract
 from aitenant.controllers import legacy_tenant as legacy
 from aitenant.controllers.aitenant.context import TenantContext
 from aitenant.controllers.status import StatusWriter
-from aitenant.errors import StepFailed, is_conflict, is_not_found
+from aitenant.errors import StepFailed
 from aitenant.resources import AITenant, AITenantView, LegacyTenant, Obj
-from aitenant.runtime.reads import CachedReads
-from aitenant.runtime.requests import delete_with_preconditions, merge_patch
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.api_errors import is_conflict, is_not_found
+from aitenant.runtime.client.requests import delete_with_preconditions, merge_patch
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

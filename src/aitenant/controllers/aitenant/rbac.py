@@ -21,9 +21,10 @@ from lightkube.types import PatchType
 from aitenant import contract, naming
 from aitenant.controllers import ownership
 from aitenant.controllers.aitenant.context import TenantContext
-from aitenant.errors import StepFailed, already_exists, is_not_found
+from aitenant.errors import StepFailed
 from aitenant.resources import AITenantView
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.api_errors import already_exists, is_not_found
 
 Reason = contract.Reason
 

@@ -30,12 +30,13 @@ from aitenant.controllers.aitenant.legacy_migration import LegacyMigration
 from aitenant.controllers.aitenant.rbac import TenantRoles
 from aitenant.controllers.finalizers import ensure_finalizer
 from aitenant.controllers.status import StatusWriter
-from aitenant.errors import StepFailed, already_exists, api_message, namespace_missing
+from aitenant.errors import StepFailed, after_failure
 from aitenant.resources import AITenant, AITenantView, Gateway, MaasTenantConfig, Obj
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
-from aitenant.runtime.events import EventRecorder
-from aitenant.runtime.reads import CachedReads
-from aitenant.runtime.requests import merge_patch
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.api_errors import already_exists, api_message, namespace_missing
+from aitenant.runtime.client.events import EventRecorder
+from aitenant.runtime.client.requests import merge_patch
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

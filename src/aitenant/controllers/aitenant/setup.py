@@ -26,10 +26,10 @@ from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
 from aitenant.controllers.caches import Caches
 from aitenant.controllers.predicates import settled, status_overwritten
 from aitenant.resources import Obj, annotations_of
-from aitenant.runtime.controller import Controller, Key
-from aitenant.runtime.events import EventRecorder
-from aitenant.runtime.informer import EventType
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.cache.informer import EventType
+from aitenant.runtime.client.events import EventRecorder
+from aitenant.runtime.control.controller import Controller, Key
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

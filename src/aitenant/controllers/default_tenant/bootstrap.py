@@ -18,9 +18,9 @@ from lightkube.types import PatchType
 from aitenant import contract
 from aitenant.controllers import conditions
 from aitenant.controllers import legacy_tenant as legacy
-from aitenant.errors import already_exists, api_message, is_conflict
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
-from aitenant.runtime.requests import get_or_none
+from aitenant.runtime.client.api_errors import already_exists, api_message, is_conflict
+from aitenant.runtime.client.requests import get_or_none
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

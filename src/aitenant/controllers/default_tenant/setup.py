@@ -14,7 +14,7 @@ from aitenant import contract
 from aitenant.controllers.caches import Caches
 from aitenant.controllers.default_tenant.bootstrap import DefaultTenantBootstrap
 from aitenant.resources import Obj
-from aitenant.runtime.informer import EventType, Handler
+from aitenant.runtime.cache.informer import EventType, Handler
 from aitenant.settings import Settings
 
 

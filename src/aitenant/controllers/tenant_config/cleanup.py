@@ -13,11 +13,11 @@ from lightkube import ApiError, AsyncClient
 from aitenant import contract, naming
 from aitenant.controllers.aitenant.deletion import parse_time
 from aitenant.controllers.finalizers import drop_finalizer
-from aitenant.errors import is_not_found
 from aitenant.platform.apply import Applier
 from aitenant.platform.prune import Tenant, TrackedObjects
 from aitenant.resources import MaaSAuthPolicy, MaaSSubscription, MaasTenantConfig, Obj, labels_of
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result
+from aitenant.runtime.client.api_errors import is_not_found
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

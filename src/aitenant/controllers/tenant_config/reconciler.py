@@ -35,7 +35,7 @@ from aitenant.controllers.tenant_config.spec import (
     replicas_for,
     telemetry_of,
 )
-from aitenant.errors import StepFailed
+from aitenant.errors import StepFailed, after_failure
 from aitenant.platform import kinds
 from aitenant.platform.apply import Applier, ApplyError, ApplyReport, is_unmanaged
 from aitenant.platform.cache import PlatformCache
@@ -57,8 +57,8 @@ from aitenant.resources import (
     MaasTenantConfig,
     Obj,
 )
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, after_failure
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
 log = logging.getLogger(__name__)

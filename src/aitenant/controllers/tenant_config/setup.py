@@ -29,9 +29,9 @@ from aitenant.platform.apply import Applier, tenant_of
 from aitenant.platform.discovery import ApiDiscovery, http_fetch
 from aitenant.platform.prune import TrackedObjects
 from aitenant.resources import Obj
-from aitenant.runtime.controller import Controller, Key
-from aitenant.runtime.informer import EventType
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.cache.informer import EventType
+from aitenant.runtime.control.controller import Controller, Key
+from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
 

@@ -15,9 +15,9 @@ from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
 from aitenant.controllers.status import StatusWriter
 from aitenant.platform.cache import PlatformCache
 from aitenant.resources import AITenant, AITenantView
-from aitenant.runtime.controller import Done, RequeueAfter, Retry
-from aitenant.runtime.events import EventRecorder
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.events import EventRecorder
+from aitenant.runtime.control.controller import Done, RequeueAfter, Retry
 from aitenant.settings import Settings
 
 from ...scripted_api import ScriptedApi, echo, listing, ok, status

@@ -10,9 +10,9 @@ from aitenant.controllers.aitenant.infra_labels import LEDGER
 from aitenant.controllers.aitenant.reconciler import AITenantReconciler, config_not_ready_message
 from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenantView
-from aitenant.runtime.controller import Done, Key, RequeueAfter, Result, Retry
-from aitenant.runtime.events import EventRecorder
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.events import EventRecorder
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result, Retry
 from aitenant.settings import Settings
 
 from ...scripted_api import ScriptedApi, echo, ok, status

@@ -13,7 +13,7 @@ from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.prune import TrackedObjects
-from aitenant.runtime.controller import Done, Key, RequeueAfter
+from aitenant.runtime.control.controller import Done, Key, RequeueAfter
 from aitenant.settings import Settings
 
 from ...scripted_api import ScriptedApi, echo, listing, ok

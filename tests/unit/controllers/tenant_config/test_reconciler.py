@@ -30,8 +30,8 @@ from aitenant.platform.discovery import ApiDiscovery
 from aitenant.platform.prune import TrackedObjects
 from aitenant.platform.render import names_for
 from aitenant.resources import AITenantView
-from aitenant.runtime.controller import Key, Result
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.control.controller import Key, Result
 from aitenant.settings import Settings
 
 

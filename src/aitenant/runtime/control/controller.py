@@ -13,8 +13,8 @@ An exception escaping the reconciler is an unexpected failure: ``settle`` turns 
 contract). A transient one (``is_transient``: a conflict, throttling, a dropped connection) is
 routine and logged as a retry, and so is a 404 (an object deleted while the pass ran: the next
 pass sees it gone); any other is a bug or a refusal an operator must see, so it is logged at
-ERROR with its traceback. ``after_failure`` maps a reported ``StepFailed`` to its
-outcome.
+ERROR with its traceback. A failure the reconciler reports itself (in the status, say) it
+maps to one of the three outcomes on its own.
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import NamedTuple, TypeAlias
 
-from aitenant.errors import StepFailed, is_not_found, is_transient
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.metrics import Metrics
-from aitenant.runtime.queue import ShutDown, WorkQueue
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.client.api_errors import is_not_found, is_transient
+from aitenant.runtime.control.queue import ShutDown, WorkQueue
+from aitenant.runtime.serving.metrics import Metrics
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +67,6 @@ class Retry:
 
 Result: TypeAlias = Done | RequeueAfter | Retry
 Reconcile = Callable[[Key], Awaitable[Result]]
-
-
-def after_failure(failure: StepFailed) -> Result:
-    """The outcome of a reported step failure: backoff for a transient one, else its wait."""
-    if failure.transient:
-        return Retry(failure.message)
-    if failure.requeue_after is None:
-        return Done()
-    return RequeueAfter(failure.requeue_after)
 
 
 class Controller:

@@ -1,7 +1,7 @@
 """lightkube's private API as we use it, checked against the locked release.
 
 When the first test fails, lightkube was upgraded in uv.lock: re-check every function of
-``aitenant.runtime.lightkube_private`` against the new release, then update
+``aitenant.runtime.client.lightkube_private`` against the new release, then update
 ``VERIFIED_VERSION``. The other tests exercise each function at the transport.
 """
 
@@ -20,11 +20,11 @@ from lightkube.resources.apps_v1 import Deployment
 from lightkube.resources.core_v1 import Namespace
 
 from aitenant.resources import LegacyTenant
-from aitenant.runtime import lightkube_private as private
+from aitenant.runtime.client import lightkube_private as private
 
-from ..scripted_api import SERVER, ScriptedApi, listing, ok, status
+from ...scripted_api import SERVER, ScriptedApi, listing, ok, status
 
-LOCK = Path(__file__).parents[3] / "uv.lock"
+LOCK = Path(__file__).parents[4] / "uv.lock"
 
 
 def locked_version(package: str) -> str:
@@ -111,7 +111,7 @@ def namespace(name: str) -> dict[str, Any]:
 
 
 def test_no_other_module_reaches_into_lightkube_privates() -> None:
-    src = Path(private.__file__).parents[1]
+    src = Path(private.__file__).parents[2]  # src/aitenant
     pattern = re.compile(r"\._client\b|\._api_info\b|\._transport\b")
     offenders = [
         str(path.relative_to(src))

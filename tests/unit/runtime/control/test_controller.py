@@ -8,17 +8,15 @@ import httpx2
 import pytest
 from lightkube import ApiError
 
-from aitenant.errors import StepFailed
-from aitenant.runtime.controller import (
+from aitenant.runtime.control.controller import (
     Controller,
     Done,
     Key,
     RequeueAfter,
     Result,
     Retry,
-    after_failure,
 )
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 
 KEY = Key("ns", "a")
 
@@ -106,7 +104,7 @@ async def test_an_unexpected_failure_is_logged_at_error_with_its_traceback(
         raise raised
 
     ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
-    with caplog.at_level("DEBUG", logger="aitenant.runtime.controller"):
+    with caplog.at_level("DEBUG", logger="aitenant.runtime.control.controller"):
         assert isinstance(await ctl.process(KEY), Retry)
     errors = [r for r in caplog.records if r.levelname == "ERROR"]
     assert bool(errors) is logged_as_error
@@ -158,38 +156,6 @@ def test_contradictory_results_cannot_be_built() -> None:
     for delay in (0, -1.0):
         with pytest.raises(ValueError, match="positive delay"):
             RequeueAfter(delay)
-
-
-def test_a_step_failure_maps_to_one_outcome() -> None:
-    cause = api_error(503)
-    transient = StepFailed("GatewayClaimFailed", "busy", requeue_after=30, cause=cause)
-    assert after_failure(transient) == Retry("busy"), "backoff, not the 30 s wait"
-    assert after_failure(StepFailed("GatewayCheckFailed", "no gateway")) == RequeueAfter(30)
-    lasting = StepFailed("GatewayClaimFailed", "forbidden", cause=api_error(403))
-    assert after_failure(lasting) == RequeueAfter(30)
-    assert after_failure(StepFailed("InvalidPlacement", "bad", requeue_after=None)) == Done()
-
-
-async def test_a_step_failure_raised_inside_an_except_block_is_not_retried_with_backoff() -> None:
-    """The reported failure says what it is; the 503 being handled does not leak into it."""
-    contexts: list[BaseException | None] = []
-
-    async def reconcile(key: Key) -> Result:
-        try:
-            try:
-                raise api_error(503)
-            except ApiError:
-                raise StepFailed("TenantNamespaceFailed", "terminating", requeue_after=5)  # noqa: B904
-        except StepFailed as failure:
-            contexts.append(failure.__context__)
-            return after_failure(failure)
-
-    ctl = Controller("t", reconcile, metrics=Metrics(), workers=1)
-    assert await ctl.process(KEY) == RequeueAfter(5)
-    assert isinstance(contexts[0], ApiError), "the 503 was the context, and was not read"
-    assert ctl.queue.failures(KEY) == 0
-    assert count(ctl.metrics, "requeue") == 1
-    ctl.queue.shutdown()
 
 
 def test_metrics_are_zero_initialised() -> None:

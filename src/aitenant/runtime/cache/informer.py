@@ -4,7 +4,7 @@
   difference (adds, updates, deletes) so handlers never miss a change.
 * Reconnects with capped exponential backoff on any other error.
 * Objects are kept as compact JSON deflated against the kind's first object
-  (``runtime/packing.py``: a small fraction of the memory of the same objects as Python dicts,
+  (``runtime/cache/packing.py``: a small fraction of the memory of the same objects as Python dicts,
   which matters at thousands of objects), and handed out as fresh plain dicts (lightkube
   generic resources), the form the API sent, without ``metadata.managedFields``.
 * ``namespace="*"`` (the default) watches a namespaced kind in every namespace; pass None for
@@ -37,8 +37,8 @@ from typing import Any, Literal
 
 from lightkube import ApiError, AsyncClient
 
-from aitenant.runtime.lightkube_private import dict_resource, resource_kind
-from aitenant.runtime.packing import Packer, decode, encode
+from aitenant.runtime.cache.packing import Packer, decode, encode
+from aitenant.runtime.client.lightkube_private import dict_resource, resource_kind
 
 log = logging.getLogger(__name__)
 
@@ -144,7 +144,7 @@ class Informer:
         # True while the watch is down and the informer waits to reconnect or relist: events
         # are being missed, so what it holds may be out of date by more than a moment.
         self.interrupted = False
-        self._store: dict[ObjKey, bytes] = {}  # packed (runtime/packing.py)
+        self._store: dict[ObjKey, bytes] = {}  # packed (runtime/cache/packing.py)
         self._packer = Packer()
         self._written: dict[ObjKey, Obj] = {}  # our writes the watch has not delivered yet
         # The version our last write of an object returned, until the watch has delivered it
@@ -153,8 +153,8 @@ class Informer:
         self._handlers: list[Handler] = []
         self._index_funcs: dict[str, IndexFunc] = {}
         self._indexes: dict[str, defaultdict[str, set[ObjKey]]] = {}
-        # Indexes are also read from the webhook's thread (runtime/server_thread.py): a change
-        # of an object and of its index entries is one step for ``by_index``.
+        # Indexes are also read from the webhook's thread (runtime/serving/server_thread.py): a
+        # change of an object and of its index entries is one step for ``by_index``.
         self._index_lock = threading.Lock()
         self.relists = 0
 

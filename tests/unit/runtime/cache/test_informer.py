@@ -13,9 +13,9 @@ from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.resources.core_v1 import Namespace
 
 from aitenant.resources import AITenant
-from aitenant.runtime.informer import LIST_PAGE, Informer, as_dict, is_newer
+from aitenant.runtime.cache.informer import LIST_PAGE, Informer, as_dict, is_newer
 
-from ..scripted_api import CONFIG, ScriptedApi, listing, ok, status, stream
+from ...scripted_api import CONFIG, ScriptedApi, listing, ok, status, stream
 
 
 def tenant(name: str, rv: str, generation: int = 1) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
 if TYPE_CHECKING:
-    from aitenant.runtime.informer import Informer
+    from aitenant.runtime.cache.informer import Informer
 
 _C = TypeVar("_C", bound=Collector)
 

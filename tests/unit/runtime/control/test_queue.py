@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from aitenant.runtime.queue import ShutDown, WorkQueue
+from aitenant.runtime.control.queue import ShutDown, WorkQueue
 
 
 async def test_duplicate_adds_are_collapsed() -> None:

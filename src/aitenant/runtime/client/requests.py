@@ -18,8 +18,8 @@ from typing import Any
 from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
-from aitenant.errors import is_not_found
-from aitenant.runtime.lightkube_private import delete_with_body
+from aitenant.runtime.client.api_errors import is_not_found
+from aitenant.runtime.client.lightkube_private import delete_with_body
 
 
 async def get_or_none(

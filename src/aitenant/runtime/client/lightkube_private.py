@@ -1,7 +1,7 @@
 """The one module that reaches into lightkube's private API, checked against one version.
 
 lightkube has no public hook for three things we need; each is a small function here, so a
-lightkube upgrade is checked in one place (``tests/unit/runtime/test_lightkube_private.py``
+lightkube upgrade is checked in one place (``tests/unit/runtime/client/test_lightkube_private.py``
 fails when the locked version is no longer ``VERIFIED_VERSION``; re-check every function
 below against the new release, then update it):
 

@@ -8,13 +8,13 @@ import contextlib
 import pytest
 
 from aitenant.resources import AITenant
-from aitenant.runtime.controller import Controller, Done, Key, Result
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.leader import LeaderElector, LeaderLost
-from aitenant.runtime.manager import Manager
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.control.controller import Controller, Done, Key, Result
+from aitenant.runtime.control.leader import LeaderElector, LeaderLost
+from aitenant.runtime.control.manager import Manager
+from aitenant.runtime.serving.metrics import Metrics
 
-from ..scripted_api import ScriptedApi, echo, ok, status
+from ...scripted_api import ScriptedApi, echo, ok, status
 from .test_leader import LEASE, LEASES, lease
 
 PATH = "/apis/maas.opendatahub.io/v1alpha1/aitenants"

@@ -11,7 +11,7 @@ import urllib.request
 import pytest
 from aiohttp import web
 
-from aitenant.runtime.server_thread import ServerThread
+from aitenant.runtime.serving.server_thread import ServerThread
 
 
 def hello_app(served_on: list[str]) -> web.Application:
@@ -123,7 +123,7 @@ async def test_a_start_its_caller_gave_up_on_stops_the_server_and_ends_the_threa
 async def test_a_thread_that_dies_is_reported_and_fails_healthz() -> None:
     from aiohttp.test_utils import TestClient, TestServer
 
-    from aitenant.runtime.http import health_app
+    from aitenant.runtime.serving.http import health_app
 
     async def start() -> web.AppRunner:
         runner, _ = await serve(hello_app([]))

@@ -22,10 +22,10 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from aitenant.runtime.controller import Controller
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.leader import LeaderElector
-from aitenant.runtime.server_thread import Server
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.control.controller import Controller
+from aitenant.runtime.control.leader import LeaderElector
+from aitenant.runtime.serving.server_thread import Server
 
 log = logging.getLogger(__name__)
 

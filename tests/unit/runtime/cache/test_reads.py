@@ -9,8 +9,8 @@ import httpx2
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.rbac_authorization_v1 import Role
 
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.reads import CachedReads
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.cache.reads import CachedReads
 
 CONFIG = KubeConfig.from_dict(
     {

@@ -11,10 +11,10 @@ from lightkube.resources.core_v1 import Namespace
 from prometheus_client.parser import text_string_to_metric_families
 
 from aitenant.resources import AITenant
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.metrics import Metrics, PhaseCollector, left_steady_at
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.serving.metrics import Metrics, PhaseCollector, left_steady_at
 
-from ..scripted_api import CONFIG
+from ...scripted_api import CONFIG
 
 NOW = datetime.datetime(2026, 1, 1, 12, 0, tzinfo=datetime.UTC)
 PHASES = ("Pending", "Active", "Failed", "Terminating")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx2
 import pytest
 
-from aitenant.runtime.retry import RetryReads
+from aitenant.runtime.client.retry import RetryReads
 
 
 class Answers:

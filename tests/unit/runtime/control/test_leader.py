@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from aitenant.runtime.leader import LeaderElector, LeaderLost
+from aitenant.runtime.control.leader import LeaderElector, LeaderLost
 
-from ..scripted_api import ScriptedApi, echo, ok, status
+from ...scripted_api import ScriptedApi, echo, ok, status
 
 NOW = dt.datetime(2026, 6, 1, 12, 0, tzinfo=dt.UTC)
 LEASES = "/apis/coordination.k8s.io/v1/namespaces/ctl/leases"

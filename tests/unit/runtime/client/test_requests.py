@@ -10,7 +10,7 @@ import pytest
 from lightkube import ApiError, AsyncClient, KubeConfig
 
 from aitenant.resources import Config, LegacyTenant
-from aitenant.runtime.requests import delete_with_preconditions
+from aitenant.runtime.client.requests import delete_with_preconditions
 
 CONFIG = KubeConfig.from_dict(
     {

@@ -17,8 +17,8 @@ from typing import Any
 
 from lightkube import AsyncClient
 
-from aitenant.runtime.informer import Informer
-from aitenant.runtime.requests import get_or_none
+from aitenant.runtime.cache.informer import Informer
+from aitenant.runtime.client.requests import get_or_none
 
 
 def _plain(obj: Any) -> Any:

@@ -13,8 +13,8 @@ import httpx2
 import pytest
 from aiohttp import web
 
-from aitenant.runtime.retry import RetryReads
-from aitenant.runtime.transport import AiohttpTransport
+from aitenant.runtime.client.retry import RetryReads
+from aitenant.runtime.client.transport import AiohttpTransport
 
 
 async def echo(request: web.Request) -> web.Response:

@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 import httpx2
 
-from aitenant.runtime.transport import is_watch
+from aitenant.runtime.client.transport import is_watch
 
 RETRIED_CODES = frozenset({429, 500, 502, 503, 504})
 MAX_RETRY_AFTER = 1.0

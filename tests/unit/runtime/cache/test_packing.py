@@ -6,7 +6,7 @@ import copy
 import threading
 from typing import Any
 
-from aitenant.runtime.packing import Packer, encode
+from aitenant.runtime.cache.packing import Packer, encode
 
 
 def deployment(tenant: str) -> dict[str, Any]:

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 from aiohttp import web
 
-from aitenant.runtime.metrics import Metrics
+from aitenant.runtime.serving.metrics import Metrics
 
 ReadyCheck = Callable[[], str | None]  # None when ready, else why not
 LiveCheck = Callable[[], str | None]  # None while alive, else what died
