@@ -91,6 +91,10 @@ class LocalCluster:
     aggregator_routing: bool = False
     # kube-controller-manager's --controllers (a node adds those that make and run pods).
     controllers: str = DEFAULT_CONTROLLERS
+    # Where pods reach the API server (a node's address; ``devtools/node.py`` forwards it to
+    # loopback): the ``kubernetes`` Service's endpoint, service-account tokens mounted in
+    # pods and ``kube-root-ca.crt`` published. None: no pod talks to the API server.
+    pods_reach_at: str | None = None
     workdir: Path | None = None
     api_port: int = 0
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -187,8 +191,6 @@ class LocalCluster:
             "127.0.0.1",
             # Loopback may not be advertised through the `kubernetes` Service's endpoints,
             # which nothing here uses.
-            "--endpoint-reconciler-type",
-            "none",
             "--secure-port",
             str(self.api_port),
             "--cert-dir",
@@ -207,8 +209,6 @@ class LocalCluster:
             "https://kubernetes.default.svc",
             "--service-cluster-ip-range",
             SERVICE_CIDR,
-            "--disable-admission-plugins",
-            "ServiceAccount",
             "--allow-privileged",
             # Reach a kubelet (logs, exec) at its node's address, never by resolving its
             # name through this machine's resolver.
@@ -217,6 +217,11 @@ class LocalCluster:
             "-v",
             "0",
         ]
+        if self.pods_reach_at is None:
+            api_args += ["--endpoint-reconciler-type", "none"]
+            api_args += ["--disable-admission-plugins", "ServiceAccount"]
+        else:
+            api_args += ["--advertise-address", self.pods_reach_at]
         if self.aggregator_routing:
             api_args.append("--enable-aggregator-routing=true")
         if self.audit:
@@ -257,7 +262,10 @@ class LocalCluster:
                 "--kubeconfig",
                 str(self.kubeconfig),
                 "--controllers",
-                self.controllers,
+                self.controllers
+                if self.pods_reach_at is None
+                else f"{self.controllers},root-ca-cert-publisher",
+                *(() if self.pods_reach_at is None else ("--root-ca-file", str(self.ca_file))),
                 "--leader-elect=false",
                 "--secure-port",
                 "0",

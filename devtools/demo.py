@@ -40,7 +40,7 @@ from aitenant import contract
 from aitenant.resources import AITenant
 from devtools import images, samples
 from devtools.cluster import DEFAULT_CONTROLLERS, LocalCluster, free_port, kube_bin_dir
-from devtools.node import NODE_CONTROLLERS, Node
+from devtools.node import NODE_CONTROLLERS, NODE_IP, Node
 
 GATEWAY_NS = "gateways"
 INFRA_NS = "aitenant-system"
@@ -356,7 +356,9 @@ def stop_node(node: Node) -> None:
 def on_local_cluster(once: bool, with_node: bool) -> int:
     """The demo on a control plane of its own, with a node where ``with_node``."""
     controllers = NODE_CONTROLLERS if with_node else DEFAULT_CONTROLLERS
-    with LocalCluster(controllers=controllers) as cluster:
+    # The real maas-api talks to the API server from its pod (docs/maas-api.md).
+    reach = NODE_IP if with_node and images.runs_real_maas_api() else None
+    with LocalCluster(controllers=controllers, pods_reach_at=reach) as cluster:
         assert cluster.workdir is not None
         print(f"Local control plane up at {cluster.server} (files in {cluster.workdir})")
         node = Node(cluster) if with_node else None

@@ -188,6 +188,37 @@ def _answer(query: bytes, lookup: Callable[[str], str | None]) -> bytes:
     return struct.pack("!HHHHHH", ident, 0x8400 | rd, 1, 1, 0, 0) + question + record
 
 
+class Forwarder(socketserver.ThreadingTCPServer):
+    """Every connection to ``listen`` piped to ``target`` (the API server on loopback), so
+    pods reach it at the node's address; nothing else is forwarded."""
+
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
+        self.target = target
+        super().__init__(listen, _ForwardHandler)
+
+
+class _ForwardHandler(socketserver.BaseRequestHandler):
+    def handle(self) -> None:
+        server = self.server
+        assert isinstance(server, Forwarder)
+        with contextlib.suppress(OSError), socket.create_connection(server.target) as upstream:
+            pump = threading.Thread(target=_pipe, args=(upstream, self.request), daemon=True)
+            pump.start()
+            _pipe(self.request, upstream)
+            pump.join()
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    with contextlib.suppress(OSError):
+        while data := source.recv(65536):
+            sink.sendall(data)
+    with contextlib.suppress(OSError):
+        sink.shutdown(socket.SHUT_WR)
+
+
 @dataclass
 class Node:
     """The node of ``cluster``; ``start()`` after the cluster's, ``stop()`` before it."""
@@ -205,6 +236,7 @@ class Node:
     _lock: IO[str] | None = None
     _dns: ServiceDNS | None = None
     _database: Postgres | None = None
+    _api_forwarder: Forwarder | None = None
 
     @property
     def work(self) -> Path:
@@ -256,6 +288,10 @@ class Node:
         for key in KUBELET_SYSCTLS:
             self._sysctls[key] = (Path("/proc/sys") / key).read_text().strip()
         self._network()
+        if self.cluster.pods_reach_at is not None:
+            port = self.cluster.api_port
+            self._api_forwarder = Forwarder((NODE_IP, port), ("127.0.0.1", port))
+            threading.Thread(target=self._api_forwarder.serve_forever, daemon=True).start()
         if images.runs_real_maas_api():
             self._database = Postgres(NODE_IP, POD_CIDR, self.logs / "postgres.log")
             self._database.start()
@@ -607,6 +643,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
         if self._database is not None:
             self._database.stop()
             self._database = None
+        if self._api_forwarder is not None:
+            self._api_forwarder.shutdown()
+            self._api_forwarder.server_close()
+            self._api_forwarder = None
         # Mounts left under our directory (shm, rootfs, secret volumes), deepest first.
         with contextlib.suppress(OSError):
             mounts = [
@@ -658,7 +698,10 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 @contextlib.contextmanager
 def cluster_with_node(**options: Any) -> Iterator[LocalCluster]:
     """A ``LocalCluster`` (``options`` as its own) with the controllers that make pods, and
-    its node running: stopped before the control plane."""
+    its node running: stopped before the control plane. Pods reach the API server where the
+    real maas-api runs (it needs it: docs/maas-api.md)."""
+    if images.runs_real_maas_api():
+        options.setdefault("pods_reach_at", NODE_IP)
     with LocalCluster(controllers=NODE_CONTROLLERS, **options) as local:
         node = Node(local)
         node.start()

@@ -166,7 +166,8 @@ def fake_cluster_and_node(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path, calls: Calls, node_error: Exception | None
 ) -> None:
     class FakeCluster:
-        def __init__(self, controllers: str) -> None:
+        def __init__(self, controllers: str, pods_reach_at: str | None) -> None:
+            assert pods_reach_at is None  # the stand-in never talks to the API server
             calls.events.append(f"cluster start ({controllers})")
             self.workdir = tmp_path
             self.server = "https://127.0.0.1:1"
