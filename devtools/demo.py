@@ -250,6 +250,8 @@ async def demo(
     env = {**os.environ, "KUBECONFIG": str(kubeconfig)}
     client = AsyncClient(KubeConfig.from_file(kubeconfig), field_manager="aitenant-demo")
     await samples.install_crds(client)
+    # As the charm does: the maas-api ClusterRole lets each tenant's maas-api read its Secret.
+    await samples.apply_shipped_cluster_roles(client, "aitenant-demo")
     for ns in (GATEWAY_NS, INFRA_NS):
         await samples.ensure_namespace(client, ns)
     await samples.ensure_db_secret(client, INFRA_NS)

@@ -16,6 +16,7 @@ from lightkube.models.core_v1 import ServicePort, ServiceSpec
 from lightkube.models.meta_v1 import ObjectMeta, OwnerReference
 from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from lightkube.resources.core_v1 import Namespace, Secret, Service
+from lightkube.resources.rbac_authorization_v1 import ClusterRole
 from lightkube.types import PatchType
 
 from aitenant import contract, manifests
@@ -214,6 +215,14 @@ async def create_gateway(client: AsyncClient, body: dict[str, Any]) -> dict[str,
 
 async def create_aitenant(client: AsyncClient, body: dict[str, Any]) -> dict[str, Any]:
     return dict(await client.create(AITenant.from_dict(body)))
+
+
+async def apply_shipped_cluster_roles(client: AsyncClient, field_manager: str) -> None:
+    """The ClusterRoles the charm applies: the controller's and the ``maas-api`` one the
+    controller binds to each tenant's maas-api (which reads its database Secret with it)."""
+    for doc in manifests.cluster_role_documents():
+        role = cast(ClusterRole, ClusterRole.from_dict(doc))
+        await client.apply(role, field_manager=field_manager, force=True)
 
 
 # -- Tenant platform: what a platform administrator would provide -----------------------------

@@ -36,7 +36,6 @@ from lightkube.resources.admissionregistration_v1 import (
 )
 from lightkube.resources.core_v1 import Node as K8sNode
 from lightkube.resources.rbac_authorization_v1 import (
-    ClusterRole,
     ClusterRoleBinding,
     Role,
     RoleBinding,
@@ -188,9 +187,7 @@ async def bind_controller_roles(
     the controller namespace (leader Lease), the infra namespace (tenant platform), the
     AITenant namespace (gateway claims) and the gateway namespace (Kuadrant policies), and the
     admission policy on the controller's ClusterRoleBinding writes."""
-    for doc in manifests.cluster_role_documents():
-        role = cast(ClusterRole, ClusterRole.from_dict(doc))
-        await client.apply(role, field_manager="aitenant-tests", force=True)
+    await samples.apply_shipped_cluster_roles(client, "aitenant-tests")
     binding = ClusterRoleBinding(
         metadata=ObjectMeta(name="aitenant-controller"),
         roleRef=RoleRef(
