@@ -210,6 +210,8 @@ def test_the_node_starts_after_the_control_plane_and_stops_before_it(
         raise KeyboardInterrupt  # Ctrl-C before the demo's own handler is in place
 
     monkeypatch.setattr(demo, "run_demo", run)
+    # Whatever this process had (a shell may start it with SIGINT ignored) is put back.
+    before = {sig: demo.signal.getsignal(sig) for sig in (demo.signal.SIGINT, demo.signal.SIGTERM)}
     with pytest.raises(KeyboardInterrupt):
         demo.on_local_cluster(once=True, with_node=True)
     assert calls.events == [
@@ -221,8 +223,8 @@ def test_the_node_starts_after_the_control_plane_and_stops_before_it(
     ]
     (args,) = calls.run_demo_args
     assert args[3:] == (demo.Runs.NODE, demo.node_images(), tmp_path / "logs")
-    assert demo.signal.getsignal(demo.signal.SIGINT) is not demo.signal.SIG_IGN, "put back"
-    assert demo.signal.getsignal(demo.signal.SIGTERM) is not demo.signal.SIG_IGN, "put back"
+    after = {sig: demo.signal.getsignal(sig) for sig in before}
+    assert after == before, "put back"
 
 
 def test_a_node_that_does_not_start_is_explained_and_the_demo_does_not_run(
