@@ -16,6 +16,7 @@ kubelet would then always pull, and there is nothing to pull from.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import json
@@ -51,9 +52,10 @@ def given_maas_api() -> Path | None:
     return archive
 
 
+@functools.cache
 def archive_image_name(archive: Path) -> str:
     """The image name an OCI archive carries (``io.containerd.image.name``, as ``ctr`` reads
-    it on import)."""
+    it on import); read once per archive, as every controller start asks for it."""
     with tarfile.open(archive) as tar:
         member = tar.extractfile("index.json")
         if member is None:

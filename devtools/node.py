@@ -48,6 +48,7 @@ from devtools.cluster import (
     terminate_group,
     wait_or_kill_group,
 )
+from devtools.forwarder import Forwarder
 from devtools.postgres import Postgres
 
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-node.sh"
@@ -188,37 +189,6 @@ def _answer(query: bytes, lookup: Callable[[str], str | None]) -> bytes:
     return struct.pack("!HHHHHH", ident, 0x8400 | rd, 1, 1, 0, 0) + question + record
 
 
-class Forwarder(socketserver.ThreadingTCPServer):
-    """Every connection to ``listen`` piped to ``target`` (the API server on loopback), so
-    pods reach it at the node's address; nothing else is forwarded."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
-        self.target = target
-        super().__init__(listen, _ForwardHandler)
-
-
-class _ForwardHandler(socketserver.BaseRequestHandler):
-    def handle(self) -> None:
-        server = self.server
-        assert isinstance(server, Forwarder)
-        with contextlib.suppress(OSError), socket.create_connection(server.target) as upstream:
-            pump = threading.Thread(target=_pipe, args=(upstream, self.request), daemon=True)
-            pump.start()
-            _pipe(self.request, upstream)
-            pump.join()
-
-
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            sink.sendall(data)
-    with contextlib.suppress(OSError):
-        sink.shutdown(socket.SHUT_WR)
-
-
 @dataclass
 class Node:
     """The node of ``cluster``; ``start()`` after the cluster's, ``stop()`` before it."""
@@ -291,7 +261,7 @@ class Node:
         if self.cluster.pods_reach_at is not None:
             port = self.cluster.api_port
             self._api_forwarder = Forwarder((NODE_IP, port), ("127.0.0.1", port))
-            threading.Thread(target=self._api_forwarder.serve_forever, daemon=True).start()
+            self._api_forwarder.start()
         if images.runs_real_maas_api():
             self._database = Postgres(NODE_IP, POD_CIDR, self.logs / "postgres.log")
             self._database.start()
@@ -644,8 +614,7 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
             self._database.stop()
             self._database = None
         if self._api_forwarder is not None:
-            self._api_forwarder.shutdown()
-            self._api_forwarder.server_close()
+            self._api_forwarder.stop()
             self._api_forwarder = None
         # Mounts left under our directory (shm, rootfs, secret volumes), deepest first.
         with contextlib.suppress(OSError):

@@ -4,22 +4,20 @@ Juju runs each unit in a pod: its charm and its workload share the pod's network
 its webhook listens on the pod's own address (so every unit can use port 9443), and the API
 server reaches it through the app's Service endpoints. ``pod()`` makes one such namespace
 (``ip netns``, so it needs root, as real Pebble does): a veth pair with this machine's end at
-``host_ip`` and the pod's at ``ip``, the pod's loopback up. ``Forwarder`` carries TCP from an
-address the pod can reach to the API server, which listens on this machine's loopback only.
+``host_ip`` and the pod's at ``ip``, the pod's loopback up. ``devtools.forwarder.Forwarder``
+carries TCP from an address the pod can reach to the API server, which listens on this
+machine's loopback only.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import socket
-import socketserver
 import subprocess
-import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import yaml
 
@@ -68,45 +66,6 @@ def pod(index: int) -> Iterator[Pod]:
         # Deleting the namespace deletes the pod's end, and with it the pair.
         subprocess.run(["ip", "netns", "del", made.name], capture_output=True, check=False)
         subprocess.run(["ip", "link", "del", host_end], capture_output=True, check=False)
-
-
-def _pump(source: socket.socket, target: socket.socket) -> None:
-    with contextlib.suppress(OSError):
-        while data := source.recv(65536):
-            target.sendall(data)
-    with contextlib.suppress(OSError):
-        target.shutdown(socket.SHUT_WR)
-
-
-class _Forward(socketserver.BaseRequestHandler):
-    def handle(self) -> None:
-        target = cast(Forwarder, self.server).target
-        with socket.create_connection(target) as upstream:
-            back = threading.Thread(target=_pump, args=(upstream, self.request), daemon=True)
-            back.start()
-            _pump(self.request, upstream)
-            back.join()
-
-
-class Forwarder(socketserver.ThreadingTCPServer):
-    """Accepts on ``listen`` and relays each connection to ``target``, both ways."""
-
-    daemon_threads = True
-    allow_reuse_address = True
-
-    def __init__(self, listen: tuple[str, int], target: tuple[str, int]) -> None:
-        self.target = target
-        super().__init__(listen, _Forward)
-
-    @contextlib.contextmanager
-    def serving(self) -> Iterator[Forwarder]:
-        thread = threading.Thread(target=self.serve_forever, daemon=True)
-        thread.start()
-        try:
-            yield self
-        finally:
-            self.shutdown()
-            self.server_close()
 
 
 def kubeconfig_via(source: Path, server: str, target: Path) -> Path:

@@ -36,6 +36,7 @@ import ops
 import pytest
 from devtools import samples
 from devtools.cluster import LocalCluster, User, free_port
+from devtools.forwarder import Forwarder
 from lightkube import Client, KubeConfig
 from lightkube.core.exceptions import ApiError
 from lightkube.models import core_v1, discovery_v1
@@ -53,7 +54,7 @@ from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import METRICS_PORT, SERVICE, WEBHOOK_PORT
 from tests.juju.model import APP, Deployment
 
-from .pod_network import Forwarder, Pod, kubeconfig_via, pod
+from .pod_network import Pod, kubeconfig_via, pod
 from .real_pebble import RealPebble, real_pebble
 from .test_charm_pebble import charm_cluster
 

@@ -103,9 +103,9 @@ class Revocations:
 
     ``outcome`` starts the revocation the first time it is asked and answers None while it
     runs; once it has ended, the next call returns the revoked count or the RevocationError
-    and forgets it, so a failed revocation is tried again by the pass after (with the
-    controller's backoff). ``wake(namespace, name)`` is called when a task ends, so that the
-    tenant is reconciled at once rather than at its next requeue.
+    and forgets it; a failed revocation is tried again by the first pass after its own backoff
+    (``_failure``). ``wake(namespace, name)`` is called when a task ends, or its backoff does,
+    so that the tenant is reconciled at once rather than at its next requeue.
     """
 
     def __init__(
