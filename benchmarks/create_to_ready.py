@@ -17,9 +17,9 @@ controller authenticates as its own user).
 The controller renders each tenant's maas-api platform and reports its MaasTenantConfig Ready once
 the Deployment is Available: the control plane has one node (devtools/node.py), where each
 tenant's maas-api pod (the stand-in image) starts and turns Ready under a real kubelet, so
-create-to-Ready includes that pod's start and its readiness probe's initial delay (5 s). The node
-places pods by their CPU requests (maas-api's are 50m, docs/platform.md §1): a 2-core machine
-holds some 38 tenants, hence the default sizes (``--sequential`` and ``--burst`` beyond that
+create-to-Ready includes that pod's start and its first passing probes (docs/platform.md §1).
+The node places pods by their CPU requests (maas-api's are 50m): a 2-core machine holds some
+38 tenants, hence the default sizes (``--sequential`` and ``--burst`` beyond that
 leave the rest Pending, unscheduled).
 """
 

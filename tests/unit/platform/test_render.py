@@ -160,13 +160,19 @@ def test_deployment(make_ctx: MakeContext, serving: Any) -> None:
         "AITENANT_NAME": "red-team",
         "AITENANT_NAMESPACE": "ai-tenants",
     }
-    for probe, delay in (("livenessProbe", 30), ("readinessProbe", 5)):
+    # A started maas-api is noticed within a second; a running one is probed as before
+    # (every 10 s alive, every 5 s ready), and a minute to start, as the liveness delay gave.
+    periods = {"startupProbe": 1, "livenessProbe": 10, "readinessProbe": 5}
+    for probe, period in periods.items():
         assert container[probe]["httpGet"] == {
             "path": "/health",
             "port": "https",
             "scheme": "HTTPS",
         }
-        assert container[probe]["initialDelaySeconds"] == delay
+        assert container[probe]["periodSeconds"] == period
+        assert "initialDelaySeconds" not in container[probe]
+    startup = container["startupProbe"]
+    assert startup["periodSeconds"] * startup["failureThreshold"] == 60
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert container["volumeMounts"] == [
