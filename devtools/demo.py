@@ -48,7 +48,7 @@ TENANT = "red-team"
 LOG_LINES = 20
 # Seconds for the controller's first status on the tenant (no node of ours runs its pod).
 REPORT_TIMEOUT = 60.0
-# A first pod start on the node: sandbox, CNI, then the readiness probe's initial delay
+# A first pod start on the node: sandbox, CNI, then the startup and readiness probes
 # (src/aitenant/templates/deployment.yaml.j2), as tests/e2e/test_platform_runs.py allows.
 NODE_READY_TIMEOUT = 120.0
 T = TypeVar("T")
@@ -207,6 +207,23 @@ async def wait_tenant(
             return cond
         await asyncio.sleep(0.2)
     return cond
+
+
+def kept_logs_dir() -> Path:
+    """Where a demo on its own control plane leaves its logs when it stops, until the next."""
+    return images.cache_dir() / "last-demo"
+
+
+def keep_logs(workdir: Path, kept: Path) -> None:
+    """Copy the run's logs (the controller's, the control plane's and the node's) to ``kept``,
+    replacing the previous run's: the control plane's files go with it."""
+    shutil.rmtree(kept, ignore_errors=True)
+    kept.mkdir(parents=True)
+    controller_log = workdir / "controller.log"
+    if controller_log.is_file():
+        shutil.copy2(controller_log, kept / controller_log.name)
+    if (workdir / "logs").is_dir():
+        shutil.copytree(workdir / "logs", kept / "logs")
 
 
 def hints(kubeconfig: Path, log_path: Path, node_logs: Path | None) -> str:
@@ -381,10 +398,13 @@ def on_local_cluster(once: bool, with_node: bool) -> int:
         finally:
             if node is not None:
                 stop_node(node)
-        if code and not os.environ.get("AITENANT_KEEP_CLUSTER"):
+            kept = kept_logs_dir()
+            keep_logs(cluster.workdir, kept)
+        if not os.environ.get("AITENANT_KEEP_CLUSTER"):
             print(
-                "(The local control plane's files, the controller and node logs among them, "
-                "are removed now; AITENANT_KEEP_CLUSTER=1 keeps them.)",
+                f"(The local control plane's files go now; the logs printed above are copied "
+                f"to {kept}, the controller's as controller.log, the others under logs/, and "
+                "kept there until the next demo. AITENANT_KEEP_CLUSTER=1 keeps every file.)",
                 file=sys.stderr,
             )
     return code

@@ -6,6 +6,7 @@ status; these tests never start a node (fakes stand in for the cluster and the n
 from __future__ import annotations
 
 import asyncio
+import shutil
 import socket
 import sys
 from dataclasses import dataclass, field
@@ -140,6 +141,22 @@ def test_the_hints_show_the_pods_with_the_kubeconfig(
     assert "Node logs" not in demo.hints(config, tmp_path / "controller.log", None)
 
 
+def test_a_runs_logs_outlive_its_control_plane_until_the_next_run(tmp_path: Path) -> None:
+    kept = tmp_path / "kept"
+    for run, line in ((1, "first"), (2, "second")):
+        workdir = tmp_path / f"cluster-{run}"
+        (workdir / "logs").mkdir(parents=True)
+        (workdir / "controller.log").write_text(f"{line} controller\n")
+        (workdir / "logs" / "kubelet.log").write_text(f"{line} kubelet\n")
+        if run == 1:
+            (workdir / "logs" / "only-in-the-first.log").write_text("x")
+        demo.keep_logs(workdir, kept)
+        shutil.rmtree(workdir)  # as the control plane's stop does
+    assert (kept / "controller.log").read_text() == "second controller\n"
+    assert (kept / "logs" / "kubelet.log").read_text() == "second kubelet\n"
+    assert not (kept / "logs" / "only-in-the-first.log").exists()
+
+
 READY = {"type": "Ready", "status": "True", "reason": "Ready", "message": "Tenant is active"}
 PENDING = {"type": "Ready", "status": "False", "reason": "Pending", "message": "maas-api"}
 
@@ -196,6 +213,7 @@ def fake_cluster_and_node(
 
     monkeypatch.setattr(demo, "LocalCluster", FakeCluster)
     monkeypatch.setattr(demo, "Node", FakeNode)
+    monkeypatch.setattr(demo, "kept_logs_dir", lambda: tmp_path / "kept")
 
 
 def test_the_node_starts_after_the_control_plane_and_stops_before_it(
