@@ -131,6 +131,17 @@ MANAGED_NAMESPACE_LABELS: Final = {
     LABEL_PART_OF: MANAGED_BY_VALUE,
 }
 
+# Juju's model admission webhook marks what an application's service account creates (labels
+# `app.juju.is/created-by`, `model.juju.is/*`, `app.kubernetes.io/managed-by: juju` unless set)
+# and `juju remove-application` deletes what carries all of those. It skips any object
+# carrying LABEL_JUJU_DISABLE_WEBHOOK (whatever its value), so every object that must outlive
+# the application carries it from creation (README.md, "Removing the charm").
+LABEL_JUJU_DISABLE_WEBHOOK: Final = "model.juju.is/disable-webhook"
+KEPT_BY_JUJU_LABELS: Final = {LABEL_JUJU_DISABLE_WEBHOOK: "true"}
+# The labels Juju's webhook adds (besides app.kubernetes.io/managed-by: juju).
+JUJU_CREATED_LABELS: Final = ("app.juju.is/created-by", "model.juju.is/name", "model.juju.is/id")
+JUJU_MANAGED_BY_VALUE: Final = "juju"
+
 # Webhook
 WEBHOOK_NAME: Final = "vaitenant.kb.io"
 WEBHOOK_PATH: Final = "/validate-maas-opendatahub-io-v1alpha1-aitenant"

@@ -108,19 +108,24 @@ def render_binding_policy(
     name: str,
     service_account: str,
     service_account_namespace: str,
+    own_binding: str,
     labels: Mapping[str, str] | None = None,
 ) -> list[Doc]:
     """ValidatingAdmissionPolicy ``name`` and its binding: requests by the controller's service
     account may create, update, patch and delete only ClusterRoleBindings of ClusterRole
-    ``maas-api`` that carry the platform's managed-by label."""
+    ``maas-api`` that carry the platform's managed-by label, and ``own_binding``, exactly the
+    binding of the controller's ClusterRole to that service account (the charm's hooks run as
+    the same account)."""
     values = {
         "name": name,
         "service_account": service_account,
         "service_account_namespace": service_account_namespace,
+        "own_binding": own_binding,
     }
     _require(values)
     rendered = _template(BINDING_POLICY_TEMPLATE).render(
-        name=name,
+        **values,
+        controller_role=contract.CONTROLLER_NAME,
         username=f"system:serviceaccount:{service_account_namespace}:{service_account}",
         labels=dict(labels or {}),
         maas_api_role=contract.MAAS_API_CLUSTER_ROLE,

@@ -368,7 +368,13 @@ def _render_json(ctx: PlatformContext) -> tuple[tuple[str, bool], ...]:
     for filename, create_only in TEMPLATE_FILES:
         for doc in documents(_environment().get_template(filename), variables):
             meta = doc.setdefault("metadata", {})
-            meta["labels"] = {**labels, **(meta.get("labels") or {})}
+            # Kept by `juju remove-application` (contract.KEPT_BY_JUJU_LABELS): the controller
+            # runs as the charm's ServiceAccount, whose writes Juju's webhook marks otherwise.
+            meta["labels"] = {
+                **labels,
+                **(meta.get("labels") or {}),
+                **contract.KEPT_BY_JUJU_LABELS,
+            }
             manifest = Manifest(doc, create_only=create_only)
             check_name(manifest)
             rendered.append((json.dumps(doc, separators=(",", ":")), create_only))
