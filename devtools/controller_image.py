@@ -48,6 +48,8 @@ CA_BUNDLE = Path("/etc/ssl/certs/ca-certificates.crt")
 # WORKLOAD_UID is the same number.
 ROCK_USERS = {"_daemon_": "584792:584792"}
 LOCAL_REGISTRY = "aitenant.local"
+# Where Debian's loader looks for libraries (the layer keeps the paths ldd printed).
+LIBRARY_DIRS = ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu")
 # Parts of the standard library the controller never loads (tkinter's would need X11;
 # config-* holds the static libpython for building C extensions, 32 MB).
 STDLIB_SKIPPED = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to3"}
@@ -312,10 +314,11 @@ def check_layer(layer: Path) -> str:
     with tempfile.TemporaryDirectory(prefix="controller-image-check-") as tmp:
         root = Path(tmp)
         with tarfile.open(layer) as tar:
-            tar.extractall(root, filter="tar")  # noqa: S202  # our own archive
+            tar.extractall(root, filter="tar")
         loader = root / "lib64" / "ld-linux-x86-64.so.2"
-        libs = ":".join(str(root / d) for d in ("lib/x86_64-linux-gnu", "usr/lib/x86_64-linux-gnu"))
-        python = [str(loader), "--inhibit-cache", "--library-path", libs, str(root / "usr/bin/python3")]
+        libs = ":".join(str(root / d) for d in LIBRARY_DIRS)
+        python = [str(loader), "--inhibit-cache", "--library-path", libs]
+        python.append(str(root / "usr/bin/python3"))
         env = {
             "PATH": "/usr/bin:/bin",
             "PYTHONHOME": str(root / "usr"),

@@ -66,7 +66,7 @@ METADATA_KEYS = (
 def uv_binary() -> str:
     """The uv of the unit env (its ``uv`` package) when there is one, else the one on PATH."""
     try:
-        from uv import find_uv_bin  # noqa: PLC0415  # only the test envs install the package
+        from uv import find_uv_bin  # only the test envs install the package
     except ImportError:
         found = shutil.which("uv")
         if found is None:
@@ -311,7 +311,7 @@ def pack(root: Path, out_dir: Path, interpreter: Interpreter) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="scripts/pack-charm",
-        description="Pack aitenant-k8s and the maas-api-tester charm into DIR, as charmcraft would.",
+        description="Pack aitenant-k8s and the maas-api-tester charm into DIR as charmcraft would.",
     )
     parser.add_argument("dir", type=Path, help="where the .charm files are written")
     parser.add_argument(
