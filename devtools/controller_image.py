@@ -59,6 +59,9 @@ from aitenant.__main__ import main
 
 main()
 """
+# The cache's builds (their own suffix: prune() never touches another file there).
+SUFFIX = ".oci.tar"
+KEPT_BUILDS = 3
 # Bumped when what this module puts in the image changes without its inputs changing.
 LAYOUT = "1"
 
@@ -382,11 +385,21 @@ def input_digest() -> str:
     return digest.hexdigest()[:16]
 
 
+def prune(directory: Path, keep: int = KEPT_BUILDS) -> None:
+    """Drop all but the ``keep`` most recently used builds of ours: each change to
+    src/aitenant makes a new one of about 100 MB."""
+    builds = sorted(directory.glob(f"*{SUFFIX}"), key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in builds[keep:]:
+        stale.unlink(missing_ok=True)
+
+
 def build(out: Path | None = None) -> tuple[Path, str]:
     """The image archive (cached) and its name; copied to ``out`` when given."""
     name = image_name()
-    cached = cache_dir() / "controller-image" / f"aitenant-controller-{input_digest()}.tar"
-    if not cached.is_file():
+    cached = cache_dir() / "controller-image" / f"aitenant-controller-{input_digest()}{SUFFIX}"
+    if cached.is_file():
+        cached.touch()  # most recently used: kept by prune()
+    else:
         cached.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="controller-image-", dir=cached.parent) as tmp:
             site, layer = Path(tmp) / "site-packages", Path(tmp) / "layer.tar"
@@ -396,6 +409,7 @@ def build(out: Path | None = None) -> tuple[Path, str]:
             partial = Path(tmp) / "image.tar"
             write_image(partial, layer, name, run_user())
             partial.replace(cached)
+        prune(cached.parent)
     if out is not None:
         shutil.copyfile(cached, out)
         return out, name

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import tarfile
 from pathlib import Path
@@ -136,3 +137,22 @@ def test_the_check_refuses_a_library_taken_from_this_machine(tmp_path: Path):
         controller_image._check_libraries_resolve_inside(
             tmp_path, tmp_path / "lib64/ld-linux-x86-64.so.2", str(tmp_path / "lib")
         )
+
+
+def test_the_cache_keeps_the_three_most_recently_used_builds_and_nothing_else_is_touched(
+    tmp_path: Path,
+):
+    # GIVEN five builds used at different times and a file of someone else's
+    builds = [tmp_path / f"aitenant-controller-{i}{controller_image.SUFFIX}" for i in range(5)]
+    for age, build in enumerate(builds):
+        build.write_bytes(b"x")
+        os.utime(build, (1000 - age, 1000 - age))
+    other = tmp_path / "aitenant-controller-0123456789abcdef.tar"
+    other.write_bytes(b"y")
+    os.utime(other, (1, 1))
+    # WHEN the cache is pruned
+    controller_image.prune(tmp_path)
+    # THEN the three newest builds remain, and the other file
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        [*(b.name for b in builds[:3]), other.name]
+    )
