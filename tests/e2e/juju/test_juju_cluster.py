@@ -6,7 +6,8 @@ controller needs of it, seen on the real control plane and node:
 * a ``kubernetes.io/service-account-token`` Secret gets a token the API server accepts;
 * the kubeconfig verifies the API server with its CA (and a client without that CA fails);
 * an image imported with ``--image`` runs with ``IfNotPresent``, and one not imported does not
-  (every pull ends at a closed port).
+  (every pull ends at a closed port);
+* a pod reaches the API server at ``kubernetes.default.svc``, verifying it with its mounted CA.
 
 The module starts the cluster itself, as the verb does; one node runs per machine, so
 tests/e2e/conftest.py orders this module before those of the session's cluster.
@@ -288,3 +289,34 @@ def test_imported_image_runs_if_not_present(running: Running) -> None:
     eventually(lambda: running_pod(client, "imported"), "the imported image's pod Running", 60)
     eventually(lambda: waiting_reason(client, "not-imported"), "a pull of the other refused")
     assert pod_phase(client, "not-imported") == "Pending"
+
+
+def test_pods_reach_the_api_server_verifying_its_ca(running: Running) -> None:
+    """As Juju's pods do: ``kubernetes.default.svc`` through the node's DNS and the Service,
+    verified with the CA mounted in every pod."""
+    client = running.client
+    account = "/var/run/secrets/kubernetes.io/serviceaccount"
+    client.create(
+        Pod(
+            metadata=ObjectMeta(name="reach", namespace=NS),
+            spec=PodSpec(
+                restartPolicy="Never",
+                securityContext=PodSecurityContext(runAsUser=JUJU_ID, runAsGroup=JUJU_ID),
+                containers=[
+                    Container(
+                        name="main",
+                        image=images.CLEANUP_IMAGE,
+                        imagePullPolicy="IfNotPresent",
+                        command=["/usr/bin/curl", "-sSf", "--cacert", f"{account}/ca.crt"],
+                        args=["https://kubernetes.default.svc/version"],
+                    )
+                ],
+            ),
+        )
+    )
+
+    def ended() -> str | None:
+        phase = pod_phase(client, "reach")
+        return phase if phase in ("Succeeded", "Failed") else None
+
+    assert eventually(ended, "the pod's curl to end", 60) == "Succeeded"
