@@ -6,7 +6,8 @@ from Go modules once and caches them outside the checkout. The API server authen
 tokens (an admin in ``system:masters`` plus any extra users a test asks for) and authorises
 with RBAC. The
 controller-manager runs only the namespace and garbage-collector controllers, which gives real
-namespace termination and ownerReference garbage collection.
+namespace termination and ownerReference garbage collection (a node adds more:
+devtools/node.py; a cluster for Juju more again: devtools/juju_cluster.py).
 
 ``LocalCluster.start()`` starts the three processes on free ports; ``stop()`` stops exactly
 those processes and removes the working directory.
@@ -14,6 +15,7 @@ those processes and removes the working directory.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import functools
 import os
@@ -95,6 +97,9 @@ class LocalCluster:
     # loopback): the ``kubernetes`` Service's endpoint, service-account tokens mounted in
     # pods and ``kube-root-ca.crt`` published. None: no pod talks to the API server.
     pods_reach_at: str | None = None
+    # The kubeconfig verifies the server with the API server's CA (certificate-authority-data)
+    # instead of skipping verification; written once the API server has made its certificate.
+    verify_server: bool = False
     workdir: Path | None = None
     api_port: int = 0
     _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
@@ -254,28 +259,38 @@ class LocalCluster:
                 "json",
             ]
         self._spawn(api_args, logs / "kube-apiserver.log")
-        self._write_kubeconfig()
         self._wait_ready(timeout)
+        self._write_kubeconfig()
         self._spawn(
-            [
-                str(bin_dir / "kube-controller-manager"),
-                "--kubeconfig",
-                str(self.kubeconfig),
-                "--controllers",
-                self.controllers
-                if self.pods_reach_at is None
-                else f"{self.controllers},root-ca-cert-publisher",
-                *(() if self.pods_reach_at is None else ("--root-ca-file", str(self.ca_file))),
-                "--leader-elect=false",
-                "--secure-port",
-                "0",
-                "--concurrent-gc-syncs",
-                "5",
-                "-v",
-                "0",
-            ],
-            logs / "kube-controller-manager.log",
+            self._controller_manager_args(bin_dir, sa_key), logs / "kube-controller-manager.log"
         )
+
+    def _controller_manager_args(self, bin_dir: Path, sa_key: Path) -> list[str]:
+        controllers = self.controllers.split(",")
+        if self.pods_reach_at is not None:
+            controllers.append("root-ca-cert-publisher")
+        args = [
+            str(bin_dir / "kube-controller-manager"),
+            "--kubeconfig",
+            str(self.kubeconfig),
+            "--controllers",
+            ",".join(controllers),
+            "--leader-elect=false",
+            "--secure-port",
+            "0",
+            "--concurrent-gc-syncs",
+            "5",
+            "-v",
+            "0",
+        ]
+        if self.pods_reach_at is not None or "serviceaccount-token" in controllers:
+            # The CA published to pods (kube-root-ca.crt) and put in token Secrets (ca.crt).
+            args += ["--root-ca-file", str(self.ca_file)]
+        if "serviceaccount-token" in controllers:
+            # Fills kubernetes.io/service-account-token Secrets with a token signed by the key
+            # the API server verifies with.
+            args += ["--service-account-private-key-file", str(sa_key)]
+        return args
 
     def _spawn(self, args: list[str], log_path: Path) -> None:
         with log_path.open("ab") as log:
@@ -286,15 +301,15 @@ class LocalCluster:
 
     def _write_kubeconfig(self, path: Path | None = None, token: str = ADMIN_TOKEN) -> Path:
         target = path or self.kubeconfig
+        trust: dict[str, object] = (
+            {"certificate-authority-data": base64.b64encode(self.ca_file.read_bytes()).decode()}
+            if self.verify_server
+            else {"insecure-skip-tls-verify": True}
+        )
         config = {
             "apiVersion": "v1",
             "kind": "Config",
-            "clusters": [
-                {
-                    "name": "local",
-                    "cluster": {"server": self.server, "insecure-skip-tls-verify": True},
-                }
-            ],
+            "clusters": [{"name": "local", "cluster": {"server": self.server, **trust}}],
             "users": [{"name": "user", "user": {"token": token}}],
             "contexts": [{"name": "local", "context": {"cluster": "local", "user": "user"}}],
             "current-context": "local",

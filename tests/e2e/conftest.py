@@ -67,10 +67,14 @@ SUBSCRIPTION_NS = "models-as-a-service"
 WRITE_VERBS = ("CREATE", "UPDATE", "PATCH", "DELETE")
 
 
+# Modules with a control plane and node of their own, stopped at the end of the module.
+OWN_CLUSTER_MODULES = frozenset({"test_peer.py", "test_juju_cluster.py"})
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """test_peer.py first: its control plane and node are its own, stopped at the end of its
-    module, before the session's start (one node per machine: devtools/node.py)."""
-    items.sort(key=lambda item: item.path.name != "test_peer.py")
+    """``OWN_CLUSTER_MODULES`` first: their nodes stop before the session's starts (one node
+    per machine: devtools/node.py)."""
+    items.sort(key=lambda item: item.path.name not in OWN_CLUSTER_MODULES)
 
 
 def pytest_configure(config: pytest.Config) -> None:
