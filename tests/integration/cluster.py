@@ -134,9 +134,17 @@ def aitenant(name: str, namespace: str, gateway: str) -> Any:
     )
 
 
-def phase(client: Client, name: str, namespace: str) -> str:
+def tenant_status(client: Client, name: str, namespace: str) -> dict[str, Any]:
     obj = client.get(AITenant, name, namespace=namespace)
-    return str(((obj.get("status") or {}).get("phase")) or "")
+    return dict(obj.get("status") or {})
+
+
+def phase(client: Client, name: str, namespace: str) -> str:
+    return str(tenant_status(client, name, namespace).get("phase") or "")
+
+
+def count_aitenants(client: Client) -> int:
+    return sum(1 for _ in client.list(AITenant, namespace="*"))
 
 
 def admission_refusal(client: Client, body: Any) -> str:
@@ -160,13 +168,16 @@ def exists(client: Client, res: Any, name: str, namespace: str | None = None) ->
 
 
 def remove_tenant(client: Client, name: str, namespace: str) -> None:
-    """Delete one AITenant of the run and its tenant's MaasTenantConfigs without a controller:
-    their finalizers are dropped first (merge patch), or deletion would hang."""
+    """Delete one AITenant of the run and its tenant's MaasTenantConfig whether or not a
+    controller runs: deleted first (no finalizer can be added to an object being deleted),
+    then their finalizers dropped (merge patch), or the deletion would wait for a cleanup."""
     tenant_namespace = f"{contract.TENANT_NAMESPACE_PREFIX}{name}"
     for res, obj_name, obj_namespace in (
-        (MaasTenantConfig, "default-tenant", tenant_namespace),
         (AITenant, name, namespace),
+        (MaasTenantConfig, "default-tenant", tenant_namespace),
     ):
+        with contextlib.suppress(ApiError):
+            client.delete(res, obj_name, namespace=obj_namespace)
         with contextlib.suppress(ApiError):
             client.patch(
                 res,
@@ -175,8 +186,6 @@ def remove_tenant(client: Client, name: str, namespace: str) -> None:
                 namespace=obj_namespace,
                 patch_type=PatchType.MERGE,
             )
-        with contextlib.suppress(ApiError):
-            client.delete(res, obj_name, namespace=obj_namespace)
 
 
 def remove_namespaces(client: Client, names: Iterable[str]) -> None:
