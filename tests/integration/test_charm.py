@@ -104,7 +104,10 @@ def juju(request: pytest.FixtureRequest) -> Iterator[jubilant.Juju]:
         juju.wait_timeout = DEPLOY_TIMEOUT
         yield juju
         if request.session.testsfailed:
-            print(juju.debug_log(limit=400), end="")
+            try:
+                print(juju.debug_log(limit=400), end="")
+            except jubilant.CLIError as exc:  # the failure itself is what the report shows
+                print(f"juju debug-log failed: {exc.stderr}")
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +142,8 @@ def platform(kube: Client, names: support.RunNames) -> Iterator[None]:
     """The platform administrator's part (Gateways, namespaces, the database Secret); at the
     end the run's AITenant, tenant namespace and namespaces go, unless the model is kept."""
     cluster.ensure_platform_crds(kube)
-    for namespace in (names.gateway_namespace, names.aitenant_namespace, names.infra_namespace):
+    # The AITenant namespace is the charm's to create (src/aitenant_charm/api_server_writes.py).
+    for namespace in (names.gateway_namespace, names.infra_namespace):
         cluster.ensure_namespace(kube, namespace)
     cluster.ensure_gateway(kube, names.default_gateway, names.gateway_namespace)
     cluster.ensure_gateway(kube, names.tenant, names.gateway_namespace)
@@ -164,9 +168,11 @@ def platform(kube: Client, names: support.RunNames) -> Iterator[None]:
 
 
 def first_config(names: support.RunNames) -> dict[str, jubilant.ConfigValue]:
-    """The gateway from config (no `gateway` relation), no default tenant (its namespace is
-    cluster-wide), and discovery off until test 3 turns it on."""
+    """The gateway from config (no `gateway` relation), the run's own AITenant namespace (the
+    charm creates it when missing; the default one is cluster-wide), no default tenant (its
+    namespace is cluster-wide too), and discovery off until test 3 turns it on."""
     return {
+        "aitenant-namespace": names.aitenant_namespace,
         "gateway-namespace": names.gateway_namespace,
         "gateway-name": names.default_gateway,
         "manage-default-tenant": False,
@@ -242,6 +248,7 @@ def test_maas_api_relation_reaches_the_controller(juju: jubilant.Juju, names: su
     assert "maas-api-url-template" not in flags  # port 8443 is the controller's default
     assert flags["gateway-namespace"] == names.gateway_namespace
     assert flags["gateway-name"] == names.default_gateway
+    assert flags["aitenant-namespace"] == names.aitenant_namespace
     assert flags["enable-tenant-namespace-discovery"] == "false"
     # AND a change on the provider's side reaches the plan, and back
     juju.config(TESTER, {"image": PROBE_REF})
@@ -254,27 +261,19 @@ def test_maas_api_relation_reaches_the_controller(juju: jubilant.Juju, names: su
 def test_config_moves_the_namespaces_and_a_tenant_goes_active(
     juju: jubilant.Juju, kube: Client, names: support.RunNames
 ):
-    # WHEN the infra and AITenant namespaces and discovery are configured
+    # WHEN the infra namespace (over the relation's) and discovery are configured
     juju.config(
-        APP,
-        {
-            "aitenant-namespace": names.aitenant_namespace,
-            "infra-namespace": names.infra_namespace,
-            "enable-tenant-namespace-discovery": True,
-        },
+        APP, {"infra-namespace": names.infra_namespace, "enable-tenant-namespace-discovery": True}
     )
     # THEN the controller is replanned with them
     flags_become(
         juju,
         leader_unit(juju, APP),
-        {
-            "aitenant-namespace": names.aitenant_namespace,
-            "infra-namespace": names.infra_namespace,
-            "enable-tenant-namespace-discovery": "true",
-        },
+        {"infra-namespace": names.infra_namespace, "enable-tenant-namespace-discovery": "true"},
     )
     juju.wait(lambda s: settled(s, APP))
-    # AND the restarted webhook admits an AITenant there, and the tenant goes Active
+    # AND an AITenant goes Active, which the controller started before could not do (with
+    # discovery off it serves no tenant's MaasTenantConfig but the default tenant's)
     kube.create(cluster.aitenant(names.tenant, names.aitenant_namespace, names.tenant))
     try:
         cluster.eventually(
@@ -285,7 +284,7 @@ def test_config_moves_the_namespaces_and_a_tenant_goes_active(
     except TimeoutError as exc:
         last = cluster.tenant_status(kube, names.tenant, names.aitenant_namespace)
         raise AssertionError(f"{exc}; its status: {last}") from None
-    # AND its platform runs in the new infra namespace
+    # AND its platform runs in the new infra namespace, the restarted controller's
     platform = deployment_names(kube, names.infra_namespace)
     assert platform, f"no Deployment in {names.infra_namespace}"
 
