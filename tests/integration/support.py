@@ -103,6 +103,27 @@ def controller_flags(plan_yaml: str) -> dict[str, str]:
     return flags
 
 
+@dataclass(frozen=True)
+class ServiceState:
+    """One line of ``pebble services --abs-time``: the service's state and since when (RFC
+    3339; "-" when Pebble never started it)."""
+
+    current: str
+    since: str
+
+
+def service_state(services_text: str, service: str = SERVICE) -> ServiceState:
+    """``service``'s line in ``pebble services --abs-time`` (a table: Service, Startup, Current,
+    Since); read from the text, which every Pebble version prints."""
+    lines = [line.split() for line in services_text.splitlines() if line.strip()]
+    if not lines or lines[0][:4] != ["Service", "Startup", "Current", "Since"]:
+        raise ValueError(f"not the output of `pebble services`: {services_text!r}")
+    for fields in lines[1:]:
+        if fields[0] == service and len(fields) == 4:
+            return ServiceState(current=fields[2], since=fields[3])
+    raise KeyError(f"no service {service} in {services_text!r}")
+
+
 def webhook_probe_command(body: bytes, *, port: int, path: str) -> str:
     """A shell command that POSTs the AdmissionReview ``body`` to the webhook on the unit's
     own loopback (a pod shares one network namespace) and prints the answer. It runs in the

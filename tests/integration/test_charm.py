@@ -201,6 +201,12 @@ def plan_flags(juju: jubilant.Juju, unit: str) -> dict[str, str]:
     return support.controller_flags(task.stdout)
 
 
+def controller_state(juju: jubilant.Juju, unit: str) -> support.ServiceState:
+    socket = f"/charm/containers/{CONTAINER}/pebble.socket"
+    command = f"PEBBLE_SOCKET={socket} /charm/bin/pebble services --abs-time"
+    return support.service_state(juju.exec(command, unit=unit).stdout)
+
+
 def deployment_names(kube: Client, namespace: str) -> set[str]:
     return {d.metadata.name or "" for d in kube.list(Deployment, namespace=namespace) if d.metadata}
 
@@ -261,17 +267,24 @@ def test_maas_api_relation_reaches_the_controller(juju: jubilant.Juju, names: su
 def test_config_moves_the_namespaces_and_a_tenant_goes_active(
     juju: jubilant.Juju, kube: Client, names: support.RunNames
 ):
+    # GIVEN the controller running since some time
+    leader = leader_unit(juju, APP)
+    before = controller_state(juju, leader)
+    assert before.current == "active"
     # WHEN the infra namespace (over the relation's) and discovery are configured
     juju.config(
         APP, {"infra-namespace": names.infra_namespace, "enable-tenant-namespace-discovery": True}
     )
-    # THEN the controller is replanned with them
+    # THEN the controller is replanned with them, and restarted
     flags_become(
         juju,
-        leader_unit(juju, APP),
+        leader,
         {"infra-namespace": names.infra_namespace, "enable-tenant-namespace-discovery": "true"},
     )
     juju.wait(lambda s: settled(s, APP))
+    after = controller_state(juju, leader)
+    assert after.current == "active"
+    assert after.since != before.since, "the controller was not restarted"
     # AND an AITenant goes Active, which the controller started before could not do (with
     # discovery off it serves no tenant's MaasTenantConfig but the default tenant's)
     kube.create(cluster.aitenant(names.tenant, names.aitenant_namespace, names.tenant))

@@ -81,6 +81,23 @@ def test_a_positional_argument_is_an_error() -> None:
         support.controller_flags(yaml.safe_dump(plan))
 
 
+def test_service_state_reads_the_services_table() -> None:
+    # GIVEN what `pebble services --abs-time` prints (tab-aligned columns)
+    text = (
+        "Service              Startup  Current  Since\n"
+        "aitenant-controller  enabled  active   2026-12-06T02:30:01Z\n"
+        "other                enabled  inactive -\n"
+    )
+    # THEN each service's state and since when
+    state = support.service_state(text)
+    assert state == support.ServiceState(current="active", since="2026-12-06T02:30:01Z")
+    assert support.service_state(text, "other") == support.ServiceState("inactive", "-")
+    with pytest.raises(KeyError, match="absent"):
+        support.service_state(text, "absent")
+    with pytest.raises(ValueError, match="not the output"):
+        support.service_state("Plan has no services.")
+
+
 @pytest.mark.parametrize(
     ("value", "keep"),
     [(None, False), ("", False), ("0", False), ("no", False), ("1", True), (" TRUE ", True)],
