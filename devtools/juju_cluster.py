@@ -48,9 +48,13 @@ JUJU_CONTROLLERS = (
 )
 STORAGE_CLASS = "aitenant-local"
 VOLUMES = 8
-VOLUME_SIZE = "1Gi"
+# hostPath enforces no size; Juju's controller claims 20Gi unless given a root-disk constraint.
+VOLUME_SIZE = "32Gi"
 # The user and group Juju's controller runs as (its pod's fsGroup too).
 JUJU_ID = 170
+# The subPath Juju's controller pod mounts from its volume. The kubelet creates a missing subPath
+# as root, and fsGroup does not reach hostPath, so the rootless controller could not write it.
+JUJU_CONTROLLER_SUBPATHS = ("agents/controller-0",)
 VOLUME_LABEL = "aitenant.local/volume"
 READY_TIMEOUT = 60.0
 
@@ -104,9 +108,11 @@ def make_volume_dirs(root: Path, count: int = VOLUMES) -> None:
     """Each volume's directory, owned by ``JUJU_ID`` and writable by its group."""
     for index in range(count):
         path = root / f"pv-{index}"
-        path.mkdir(parents=True, exist_ok=True)
-        os.chown(path, JUJU_ID, JUJU_ID)
-        path.chmod(0o775)
+        for directory in (path, *(path / sub for sub in JUJU_CONTROLLER_SUBPATHS)):
+            directory.mkdir(parents=True, exist_ok=True)
+        for directory in (path, *path.rglob("*")):
+            os.chown(directory, JUJU_ID, JUJU_ID)
+            directory.chmod(0o775)
 
 
 def apply(cluster: LocalCluster, objects: Sequence[dict[str, object]]) -> None:

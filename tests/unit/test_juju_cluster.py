@@ -8,7 +8,15 @@ from pathlib import Path
 
 import yaml
 from devtools.cluster import LocalCluster
-from devtools.juju_cluster import JUJU_CONTROLLERS, STORAGE_CLASS, VOLUMES, storage_objects
+from devtools.juju_cluster import (
+    JUJU_CONTROLLER_SUBPATHS,
+    JUJU_CONTROLLERS,
+    JUJU_ID,
+    STORAGE_CLASS,
+    VOLUMES,
+    make_volume_dirs,
+    storage_objects,
+)
 from devtools.node import NODE_CONTROLLERS, NODE_IP
 
 
@@ -55,3 +63,15 @@ def test_storage_is_a_default_class_with_its_volumes(tmp_path: Path) -> None:
     assert len(paths) == VOLUMES
     assert all(Path(p).parent == tmp_path for p in paths)
     assert {v["spec"]["storageClassName"] for v in volumes} == {STORAGE_CLASS}  # type: ignore[index]
+
+
+def test_volumes_fit_and_let_juju_s_rootless_controller_write(tmp_path: Path) -> None:
+    # Juju's controller claims 20Gi by default and mounts a subPath the kubelet would make as root.
+    _, *volumes = storage_objects(tmp_path)
+    capacities = {v["spec"]["capacity"]["storage"] for v in volumes}  # type: ignore[index]
+    assert all(int(c.removesuffix("Gi")) >= 20 for c in capacities)
+    make_volume_dirs(tmp_path, count=2)
+    for index in range(2):
+        for sub in ("", *JUJU_CONTROLLER_SUBPATHS):
+            stat = (tmp_path / f"pv-{index}" / sub).stat()
+            assert (stat.st_uid, stat.st_gid) == (JUJU_ID, JUJU_ID)
