@@ -124,23 +124,24 @@ class Message:
     )
 
 
-# Labels the controller stamps on the AITenant infrastructure namespace it creates.
-MANAGED_NAMESPACE_LABELS: Final = {
-    LABEL_GENERATED_NAMESPACE: "true",
-    LABEL_MANAGED_BY: MANAGED_BY_VALUE,
-    LABEL_PART_OF: MANAGED_BY_VALUE,
-}
-
 # Juju's model admission webhook marks what an application's service account creates (labels
 # `app.juju.is/created-by`, `model.juju.is/*`, `app.kubernetes.io/managed-by: juju` unless set)
 # and `juju remove-application` deletes what carries all of those. It skips any object
 # carrying LABEL_JUJU_DISABLE_WEBHOOK (whatever its value), so every object that must outlive
-# the application carries it from creation (README.md, "Removing the charm").
+# the application carries it from creation (docs/design.md §7.1).
 LABEL_JUJU_DISABLE_WEBHOOK: Final = "model.juju.is/disable-webhook"
 KEPT_BY_JUJU_LABELS: Final = {LABEL_JUJU_DISABLE_WEBHOOK: "true"}
 # The labels Juju's webhook adds (besides app.kubernetes.io/managed-by: juju).
 JUJU_CREATED_LABELS: Final = ("app.juju.is/created-by", "model.juju.is/name", "model.juju.is/id")
 JUJU_MANAGED_BY_VALUE: Final = "juju"
+
+# Labels the controller stamps on the AITenant infrastructure namespace it creates.
+MANAGED_NAMESPACE_LABELS: Final = {
+    LABEL_GENERATED_NAMESPACE: "true",
+    LABEL_MANAGED_BY: MANAGED_BY_VALUE,
+    LABEL_PART_OF: MANAGED_BY_VALUE,
+    **KEPT_BY_JUJU_LABELS,
+}
 
 # Webhook
 WEBHOOK_NAME: Final = "vaitenant.kb.io"

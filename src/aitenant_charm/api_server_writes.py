@@ -44,7 +44,7 @@ def apply_cluster_objects(
         name=name, service_account=app, namespace=model
     )
     admission_policy = cluster_manifests.construct_binding_policy(
-        name=name, service_account=app, namespace=model
+        name=name, service_account=app, namespace=model, own_binding=name
     )
     network_policy = cluster_manifests.construct_webhook_network_policy(
         app=app,
@@ -63,7 +63,8 @@ def apply_cluster_objects(
 
 def ensure_namespace(kube: Client, name: str) -> None:
     """Create namespace ``name`` when missing, labelled as the controller labels the namespaces
-    it creates (``contract.MANAGED_NAMESPACE_LABELS``), so the controller finds it as its own."""
+    it creates (``contract.MANAGED_NAMESPACE_LABELS``), so the controller finds it as its own
+    and Juju's webhook leaves it alone."""
     try:
         kube.get(Namespace, name)
         return

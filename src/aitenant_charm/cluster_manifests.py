@@ -9,6 +9,7 @@ the loaders only read files shipped with the package.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -50,8 +51,14 @@ _T = TypeVar("_T")
 
 # The ClusterRole in aitenant/manifests/rbac/clusterrole.yaml that the controller runs with.
 CONTROLLER_CLUSTER_ROLE = contract.CONTROLLER_NAME
-# Every object the charm creates carries this label, so an operator can find them.
+# Every object the charm creates carries this label, so an operator can find them (and the
+# charm selects its own Roles and bindings by it).
 MANAGED_BY_LABEL = {contract.LABEL_MANAGED_BY: "aitenant-k8s"}
+# The labels the charm writes on what it constructs: MANAGED_BY_LABEL, and the label Juju's
+# model webhook skips, so that `juju remove-application` never deletes them behind the charm's
+# back (contract.KEPT_BY_JUJU_LABELS; docs/design.md §7.1). The charm deletes what goes with
+# the application itself (removal.py; README.md, "Removing the charm").
+CHARM_LABELS = {**MANAGED_BY_LABEL, **contract.KEPT_BY_JUJU_LABELS}
 # The controller's CRDs: AITenants are counted for the status line; the prepare-removal
 # action releases our finalizers from both kinds.
 AITENANT = create_namespaced_resource(contract.GROUP, contract.VERSION, "AITenant", "aitenants")
@@ -75,21 +82,50 @@ def _load(folder: Path) -> list[Resource]:
     return objects
 
 
+def kept_by_juju(objects: list[_T]) -> list[_T]:
+    """``objects`` (loaded from the package's files), each labelled so that Juju's model
+    webhook leaves it alone: the CRDs and ClusterRoles outlive the application."""
+    for obj in objects:
+        meta = getattr(obj, "metadata", None)
+        if meta is None:
+            raise ValueError(f"a shipped {type(obj).__name__} has no metadata")
+        meta.labels = {**(meta.labels or {}), **contract.KEPT_BY_JUJU_LABELS}
+    return objects
+
+
 def load_crds(root: Path | None = None) -> list[CustomResourceDefinition]:
     """The CRDs we ship (AITenant, MaasTenantConfig, legacy Tenant, Config)."""
     objects = _load((root or manifests_dir()) / "crds")
-    return [obj for obj in objects if isinstance(obj, CustomResourceDefinition)]
+    return kept_by_juju([obj for obj in objects if isinstance(obj, CustomResourceDefinition)])
 
 
 def load_cluster_roles(root: Path | None = None) -> list[ClusterRole]:
     """The controller's ClusterRole and the ``maas-api`` ClusterRole it binds tenants to."""
     objects = _load((root or manifests_dir()) / "rbac")
-    return [obj for obj in objects if isinstance(obj, ClusterRole)]
+    return kept_by_juju([obj for obj in objects if isinstance(obj, ClusterRole)])
+
+
+# With `--trust` Juju creates a ClusterRole and a ClusterRoleBinding named `<model>-<app>`.
+# Juju's model and application names hold only [a-z0-9-], so names of ours with a dot can never
+# be one of Juju's, and dots between the parts keep two deployments' names apart ("m-a", "b"
+# and "m", "a-b" are two names). docs/design.md §7.1.
+CLUSTER_NAME_PREFIX = "aitenant"
+# A DNS-1123 subdomain has at most 253 characters; the Roles add suffixes to the name
+# (`-leader-election`, the longest, is 16), so a longer name is cut and ends in a hash.
+CLUSTER_NAME_LIMIT = 253 - 32
+_NAME_HASH_LENGTH = 10
 
 
 def cluster_scoped_name(app: str, model: str) -> str:
-    """Name of a cluster-scoped object owned by one deployment: unique per model and app."""
-    return f"{model}-{app}"
+    """Name of a cluster-scoped object owned by one deployment: ``aitenant.<model>.<app>``,
+    unique per model and app and never a name Juju gives (a longer one is cut, plus a hash
+    of the whole, deterministically)."""
+    name = f"{CLUSTER_NAME_PREFIX}.{model}.{app}"
+    if len(name) <= CLUSTER_NAME_LIMIT:
+        return name
+    digest = hashlib.sha256(name.encode()).hexdigest()[:_NAME_HASH_LENGTH]
+    head = name[: CLUSTER_NAME_LIMIT - _NAME_HASH_LENGTH - 1].rstrip(".-")
+    return f"{head}-{digest}"
 
 
 def construct_cluster_role_binding(
@@ -97,7 +133,7 @@ def construct_cluster_role_binding(
 ) -> ClusterRoleBinding:
     """Bind ``role`` to the app's service account (the workload runs under it)."""
     return ClusterRoleBinding(
-        metadata=ObjectMeta(name=name, labels=dict(MANAGED_BY_LABEL)),
+        metadata=ObjectMeta(name=name, labels=dict(CHARM_LABELS)),
         roleRef=RoleRef(apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=role),
         subjects=[Subject(kind="ServiceAccount", name=service_account, namespace=namespace)],
     )
@@ -115,16 +151,19 @@ def decode_all(docs: Iterable[dict[str, Any]], what: str, *kinds: type[_T]) -> l
 
 
 def construct_binding_policy(
-    *, name: str, service_account: str, namespace: str
+    *, name: str, service_account: str, namespace: str, own_binding: str
 ) -> list[ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding]:
     """The admission policy (and its binding) limiting the ClusterRoleBindings the app's
     service account may write to the tenants' ``maas-api`` ones (RBAC cannot limit them by
-    name); rendered from the controller package's template, as the e2e tests apply it."""
+    name) and ``own_binding``, the deployment's own: the charm's hooks run as that same
+    account and re-apply and (at removal) delete it. Rendered from the controller package's
+    template, as the e2e tests apply it."""
     docs = manifests.render_binding_policy(
         name=name,
         service_account=service_account,
         service_account_namespace=namespace,
-        labels=MANAGED_BY_LABEL,
+        own_binding=own_binding,
+        labels=CHARM_LABELS,
     )
     return decode_all(
         docs, "binding policy", ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding
@@ -146,7 +185,7 @@ def construct_webhook_configuration(
         service_port=port,
     )
     metadata = body.setdefault("metadata", {"name": name})
-    metadata["labels"] = {**(metadata.get("labels") or {}), **MANAGED_BY_LABEL}
+    metadata["labels"] = {**(metadata.get("labels") or {}), **CHARM_LABELS}
     obj = codecs.from_dict(body)
     if not isinstance(obj, ValidatingWebhookConfiguration):
         raise TypeError(f"webhook template rendered a {type(obj).__name__}")
@@ -193,7 +232,7 @@ def construct_webhook_network_policy(
         metadata=ObjectMeta(
             name=webhook_network_policy_name(app),
             namespace=namespace,
-            labels=dict(MANAGED_BY_LABEL),
+            labels=dict(CHARM_LABELS),
         ),
         spec=NetworkPolicySpec(
             podSelector=LabelSelector(matchLabels={JUJU_APP_LABEL: app}),
@@ -235,7 +274,7 @@ def construct_namespaced_rbac(
         gateway_namespace=namespaces.gateway,
         service_account=service_account,
         service_account_namespace=controller_namespace,
-        labels=MANAGED_BY_LABEL,
+        labels=CHARM_LABELS,
     )
     return decode_all(docs, "namespaced RBAC", Role, RoleBinding)
 

@@ -6,7 +6,11 @@ after the charm is gone never hangs. ``delete_deployment_objects`` drops what wo
 cluster without the app: the webhook configuration (it would reject every AITenant write), the
 bindings and Roles granting rights to a service account that is going away, the admission
 policy on what that account may write, and the NetworkPolicy of its pods. CRDs,
-ClusterRoles and tenants hold or serve user data and are never deleted.
+ClusterRoles and tenants hold or serve user data and are never deleted; nor does Juju delete
+them, since everything the charm and the controller create carries the label Juju's model
+webhook skips (``contract.KEPT_BY_JUJU_LABELS``; docs/design.md §7.1). Objects
+named `<model>-<app>` are Juju's own (its `--trust` ClusterRole and binding): ours are named
+by ``cluster_manifests.cluster_scoped_name`` and can never be one of those.
 """
 
 from __future__ import annotations
@@ -64,7 +68,12 @@ def prepare_removal(kube: Client, *, app: str, model: str) -> Released:
 def delete_deployment_objects(kube: Client, *, app: str, model: str) -> None:
     """Delete our webhook configuration, ClusterRoleBinding, Roles and RoleBindings, and the
     admission policy on that service account's ClusterRoleBinding writes (its binding first);
-    log (and go on past) what the cluster refuses, since the app is going anyway."""
+    log (and go on past) what the cluster refuses, since the app is going anyway.
+
+    The hooks run as the controller's service account, so the ClusterRoleBinding is deleted
+    while the admission policy still holds: the policy admits that account's own binding
+    (``own_binding``), and deleting the policy first would leave the account free to write any
+    ClusterRoleBinding in between."""
     name = cluster_manifests.cluster_scoped_name(app, model)
     for kind in (
         ValidatingWebhookConfiguration,

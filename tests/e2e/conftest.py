@@ -182,6 +182,9 @@ def controller_kubeconfig(cluster: LocalCluster) -> Path:
 
 
 CONTROLLER_RBAC_PREFIX = "aitenant-controller"
+# The controller's service account (in INFRA_NS) and its ClusterRoleBinding.
+CONTROLLER_SA = "aitenant-controller"
+CONTROLLER_BINDING = "aitenant-controller"
 
 
 async def bind_controller_roles(
@@ -193,17 +196,18 @@ async def bind_controller_roles(
     admission policy on the controller's ClusterRoleBinding writes."""
     await samples.apply_shipped_cluster_roles(client, "aitenant-tests")
     binding = ClusterRoleBinding(
-        metadata=ObjectMeta(name="aitenant-controller"),
+        metadata=ObjectMeta(name=CONTROLLER_BINDING),
         roleRef=RoleRef(
             apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name="aitenant-controller"
         ),
-        subjects=[Subject(kind="ServiceAccount", name="aitenant-controller", namespace=INFRA_NS)],
+        subjects=[Subject(kind="ServiceAccount", name=CONTROLLER_SA, namespace=INFRA_NS)],
     )
     await client.apply(binding, field_manager="aitenant-tests", force=True)
     for doc in manifests.render_binding_policy(
         name="aitenant-controller",
-        service_account="aitenant-controller",
+        service_account=CONTROLLER_SA,
         service_account_namespace=INFRA_NS,
+        own_binding=CONTROLLER_BINDING,
     ):
         policy = codecs.from_dict(doc)
         assert isinstance(policy, ValidatingAdmissionPolicy | ValidatingAdmissionPolicyBinding)
@@ -214,7 +218,7 @@ async def bind_controller_roles(
         infra_namespace=infra_namespace,
         aitenant_namespace=aitenant_namespace,
         gateway_namespace=GATEWAY_NS,
-        service_account="aitenant-controller",
+        service_account=CONTROLLER_SA,
         service_account_namespace=INFRA_NS,
     ):
         obj = Role.from_dict(doc) if doc["kind"] == "Role" else RoleBinding.from_dict(doc)

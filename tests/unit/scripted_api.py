@@ -83,6 +83,10 @@ class ScriptedApi:
         self._script[(verb, path)] = list(answers)
         return self
 
+    def scripted(self, verb: str, path: str) -> bool:
+        """Whether ``verb`` on ``path`` has answers."""
+        return (verb, path) in self._script
+
     def client(self) -> AsyncClient:
         return AsyncClient(CONFIG, transport=httpx2.MockTransport(self), field_manager="unit-tests")
 

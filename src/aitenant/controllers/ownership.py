@@ -32,6 +32,16 @@ def tenant_annotations(name: str, namespace: str) -> dict[str, str]:
     }
 
 
+def created_labels(labels: Mapping[str, str]) -> dict[str, str]:
+    """``labels`` for an object the controller creates: plus the label Juju's model webhook
+    skips, since under Juju the controller writes as the application's service account and
+    `juju remove-application` deletes what that webhook marked (contract.KEPT_BY_JUJU_LABELS;
+    docs/design.md §7.1).
+    Only at creation: never asserted on adopted objects, nor dropped when released, so a
+    release never becomes a write Juju's webhook marks."""
+    return {**labels, **contract.KEPT_BY_JUJU_LABELS}
+
+
 # Stamped only on a tenant namespace the controller created itself.
 CREATED_NAMESPACE_LABELS = {contract.LABEL_GENERATED_NAMESPACE: "true"}
 CREATED_NAMESPACE_ANNOTATIONS = {contract.ANNOTATION_CREATED_BY_AITENANT: "true"}

@@ -369,7 +369,8 @@ def _render_json(ctx: PlatformContext) -> tuple[tuple[str, bool], ...]:
         for doc in documents(_environment().get_template(filename), variables):
             meta = doc.setdefault("metadata", {})
             # Kept by `juju remove-application` (contract.KEPT_BY_JUJU_LABELS): the controller
-            # runs as the charm's ServiceAccount, whose writes Juju's webhook marks otherwise.
+            # runs as the charm's ServiceAccount, whose writes Juju's webhook marks otherwise
+            # (docs/design.md §7.1).
             meta["labels"] = {
                 **labels,
                 **(meta.get("labels") or {}),

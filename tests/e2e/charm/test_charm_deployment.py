@@ -57,7 +57,7 @@ import charm
 from aitenant import contract
 from aitenant.resources import AITenant
 from aitenant_charm import api_server_writes, cos, lightkube_private, pki, webhook_trust
-from aitenant_charm.cluster_manifests import MANAGED_BY_LABEL, cluster_scoped_name
+from aitenant_charm.cluster_manifests import CHARM_LABELS, cluster_scoped_name
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from aitenant_charm.workload import CONTAINER, WEBHOOK_PORT
 from charm import AITenantCharm
@@ -514,7 +514,7 @@ async def test_the_charm_grants_rights_only_where_the_controller_uses_them(
     for namespace, name in ((AITENANT_NS, f"{prefix}-claims"), ("gateways", f"{prefix}-gateway")):
         role = await kube.get(Role, name, namespace=namespace)
         assert role.metadata
-        assert role.metadata.labels == MANAGED_BY_LABEL
+        assert role.metadata.labels == CHARM_LABELS
     # AND its admission policy: the app's service account may not touch another binding
     probe = ClusterRoleBinding(
         metadata=ObjectMeta(name="rbac-probe"),

@@ -376,7 +376,7 @@ def test_a_second_deployment_stops_its_controller_in_backoff(
         # THEN it says the cluster is taken, and its controller is stopped for good
         assert status == ops.BlockedStatus(
             f"model {MODEL!r} already runs this charm on the cluster (ClusterRoleBinding "
-            f"{MODEL}-{APP}); one deployment per cluster"
+            f"aitenant.{MODEL}.{APP}); one deployment per cluster"
         )
         assert second.pebble.service(SERVICE) == "inactive"
         time.sleep(5)

@@ -36,9 +36,12 @@ from lightkube.types import PatchType
 from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
+from aitenant_charm import cluster_manifests
 
 from ..conftest import (
     AITENANT_NS,
+    CONTROLLER_BINDING,
+    CONTROLLER_SA,
     GATEWAY_NS,
     INFRA_NS,
     Names,
@@ -281,3 +284,41 @@ async def test_only_its_own_cluster_role_bindings(
     # What the platform writes is allowed (a dry run: admission runs, nothing is stored).
     allowed = cluster_role_binding(unique("maas-api-probe"), contract.MAAS_API_CLUSTER_ROLE, ours)
     assert await status_of(lambda: as_controller.create(allowed, dry_run=True)) == 200
+
+
+# The field manager the charm applies with (src/charm.py).
+CHARM_FIELD_MANAGER = "aitenant-k8s"
+
+
+def controller_binding(name: str, namespace: str = INFRA_NS) -> ClusterRoleBinding:
+    """The controller's own ClusterRoleBinding as the charm constructs it (its hooks run as
+    the controller's service account), bound to that account in ``namespace``."""
+    return cluster_manifests.construct_cluster_role_binding(
+        name=name, service_account=CONTROLLER_SA, namespace=namespace
+    )
+
+
+async def test_its_own_binding_and_no_other_of_its_cluster_role(as_controller: AsyncClient) -> None:
+    """Under Juju the charm's hooks run as the controller's service account: the policy lets
+    that account re-apply and delete the deployment's own binding (`own_binding`), exactly,
+    and nothing else binding the controller's ClusterRole: not another name, not its own name
+    bound to an account elsewhere. The delete and the refused writes are dry runs (admission
+    runs, nothing is stored): the suite's controller needs that binding. The refused ones are
+    applied as field manager rbac-probe, which test_security.py counts as a probe."""
+    own = controller_binding(CONTROLLER_BINDING)
+    applied = await as_controller.apply(own, field_manager=CHARM_FIELD_MANAGER, force=True)
+    assert applied.roleRef.name == contract.CONTROLLER_NAME
+    assert applied.metadata is not None
+    assert (applied.metadata.labels or {}).items() >= contract.KEPT_BY_JUJU_LABELS.items()
+    deleted = await status_of(
+        lambda: as_controller.delete(ClusterRoleBinding, CONTROLLER_BINDING, dry_run=True)
+    )
+    assert deleted == 200
+    other = controller_binding(PROBE)
+    elsewhere = controller_binding(CONTROLLER_BINDING, namespace=OUTSIDE)
+    for refused in (other, elsewhere):
+        with pytest.raises(ApiError) as caught:
+            await as_controller.apply(refused, field_manager=PROBE, force=True, dry_run=True)
+        assert caught.value.status.code == 403, caught.value.status.message
+        # Refused by the policy (its message), not by RBAC.
+        assert "may write only" in (caught.value.status.message or ""), caught.value.status

@@ -33,11 +33,18 @@ from tests.juju.kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit, api_error
 import charm
 from aitenant import contract
 from aitenant_charm import pki
-from aitenant_charm.cluster_manifests import CONTROLLER_CLUSTER_ROLE, MANAGED_BY_LABEL, load_crds
+from aitenant_charm.cluster_manifests import (
+    CHARM_LABELS,
+    CONTROLLER_CLUSTER_ROLE,
+    MANAGED_BY_LABEL,
+    load_crds,
+)
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL, WEBHOOK_CERT_LABEL
 from aitenant_charm.workload import SERVICE, WEBHOOK_CERT_DIR
 
 SHIPPED_CRDS = load_crds()
+# The name of the deployment's cluster-scoped objects (never Juju's `<model>-<app>`).
+OURS = f"aitenant.{MODEL}.{APP}"
 
 
 def _webhook(kit: CharmKit) -> ValidatingWebhookConfiguration:
@@ -78,7 +85,7 @@ def test_controller_cluster_role_is_bound_to_the_app_service_account(ready: Char
     # WHEN we look at the RBAC objects applied
     roles = {role.metadata.name for role in ready.applied(ClusterRole) if role.metadata}
     bindings = ready.applied(ClusterRoleBinding)
-    assert {b.metadata.name for b in bindings if b.metadata} == {f"{MODEL}-{APP}"}
+    assert {b.metadata.name for b in bindings if b.metadata} == {OURS}
     binding = bindings[-1]
     # THEN the controller's ClusterRole is applied and bound to `<app>` in the model namespace
     assert CONTROLLER_CLUSTER_ROLE in roles
@@ -99,13 +106,13 @@ def test_cluster_role_binding_writes_are_limited_to_the_app_service_account_s_ma
     # THEN it is named like our other cluster-scoped objects, matches the app's service account
     # only, and the binding denies what it refuses
     assert policy.metadata
-    assert policy.metadata.name == f"{MODEL}-{APP}"
-    assert policy.metadata.labels == MANAGED_BY_LABEL
+    assert policy.metadata.name == OURS
+    assert policy.metadata.labels == CHARM_LABELS
     assert policy.spec
     [condition] = policy.spec.matchConditions or []
     assert f'"system:serviceaccount:{MODEL}:{APP}"' in condition.expression
     assert binding.spec
-    assert binding.spec.policyName == f"{MODEL}-{APP}"
+    assert binding.spec.policyName == OURS
     assert binding.spec.validationActions == ["Deny"]
 
 
@@ -135,7 +142,7 @@ def test_webhook_configuration_points_at_the_app_service_with_the_ca(ready: Char
     [hook] = webhook.webhooks
     # THEN it calls the app's Service on 9443 at the AITenant path and trusts the CA
     assert webhook.metadata
-    assert webhook.metadata.name == f"{MODEL}-{APP}"
+    assert webhook.metadata.name == OURS
     assert hook.name == contract.WEBHOOK_NAME
     service = hook.clientConfig.service
     assert service is not None
@@ -204,10 +211,10 @@ def test_remove_of_the_application_deletes_only_the_webhook_binding_and_policy(
     # ClusterRoles never do
     deleted = [call.args for call in ready.kube.delete.call_args_list]
     assert deleted == [
-        (ValidatingWebhookConfiguration, f"{MODEL}-{APP}"),
-        (ClusterRoleBinding, f"{MODEL}-{APP}"),
-        (ValidatingAdmissionPolicyBinding, f"{MODEL}-{APP}"),
-        (ValidatingAdmissionPolicy, f"{MODEL}-{APP}"),
+        (ValidatingWebhookConfiguration, OURS),
+        (ClusterRoleBinding, OURS),
+        (ValidatingAdmissionPolicyBinding, OURS),
+        (ValidatingAdmissionPolicy, OURS),
         (NetworkPolicy, f"{APP}-webhook"),
     ]
     for kind, _ in deleted:
@@ -303,7 +310,7 @@ def _where(objects: list[Role | RoleBinding]) -> set[tuple[str, str | None, str 
     }
 
 
-PREFIX = f"{MODEL}-{APP}"
+PREFIX = OURS
 AITENANT_NS = contract.DEFAULT_AITENANT_NAMESPACE
 GATEWAY_NS = "istio-gw"  # CharmKit.integrate_gateway's
 
@@ -445,7 +452,7 @@ def test_lease_role_in_the_model_and_platform_role_in_the_infra_namespace(ready:
         [subject] = binding.subjects
         assert (subject.kind, subject.name, subject.namespace) == ("ServiceAccount", APP, MODEL)
         assert binding.metadata
-        assert binding.metadata.labels == MANAGED_BY_LABEL
+        assert binding.metadata.labels == CHARM_LABELS
     # AND the controller's ClusterRole no longer grants Leases or Secrets anywhere
     [controller_role] = [
         r
@@ -609,3 +616,21 @@ def test_without_a_known_api_server_the_webhook_port_stays_open(kit: CharmKit):
     webhook = _policy(kit)["spec"]["ingress"][0]
     assert "from" not in webhook
     assert webhook["ports"] == [{"port": 9443, "protocol": "TCP"}]
+
+
+def test_everything_the_charm_writes_is_kept_by_juju(ready: CharmKit):
+    # GIVEN a healthy deployment that reconciled (and created the AITenant namespace)
+    # THEN every object it applied or created carries the label Juju's model webhook skips,
+    # so `juju remove-application` leaves it to the charm (README.md, "Removing the charm")
+    written = [
+        call.args[0]
+        for call in [*ready.kube.apply.call_args_list, *ready.kube.create.call_args_list]
+    ]
+    kinds = {type(obj).__name__ for obj in written}
+    assert {"CustomResourceDefinition", "ClusterRole", "Namespace", "Role"} <= kinds
+    unlabelled = [
+        f"{type(obj).__name__} {obj.metadata.name}"
+        for obj in written
+        if not (obj.metadata.labels or {}).items() >= contract.KEPT_BY_JUJU_LABELS.items()
+    ]
+    assert unlabelled == []

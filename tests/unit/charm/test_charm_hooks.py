@@ -320,7 +320,7 @@ def test_every_hook_of_a_second_deployment_on_the_same_cluster_blocks():
     second = deployed(cluster, model="second")
     blocked = ops.BlockedStatus(
         "model 'first' already runs this charm on the cluster (ClusterRoleBinding "
-        f"first-{APP}); one deployment per cluster"
+        f"aitenant.first.{APP}); one deployment per cluster"
     )
     # WHEN any hook runs on the second deployment
     # THEN it says the first one serves the cluster, whichever hook it was
@@ -336,7 +336,7 @@ def test_second_deployment_says_so_after_update_status_and_on_the_next_install()
     second.relate_maas_api()
     blocked = ops.BlockedStatus(
         "model 'first' already runs this charm on the cluster (ClusterRoleBinding "
-        f"first-{APP}); one deployment per cluster"
+        f"aitenant.first.{APP}); one deployment per cluster"
     )
     # WHEN the second deployment's unit gets update-status, then install (a fresh process each)
     after_update = second.run(0, lambda ctx, s: ctx.on.update_status())
@@ -345,7 +345,7 @@ def test_second_deployment_says_so_after_update_status_and_on_the_next_install()
     assert after_update == blocked
     assert after_install == blocked
     bindings = {b.metadata.name for b in cluster.of_kind(ClusterRoleBinding)}
-    assert bindings == {f"first-{APP}"}
+    assert bindings == {f"aitenant.first.{APP}"}
 
 
 def test_an_api_server_older_than_1_32_blocks_on_every_hook_and_nothing_is_written():

@@ -11,7 +11,7 @@ import pytest
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
-from lightkube.resources.rbac_authorization_v1 import ClusterRoleBinding
+from lightkube.resources.rbac_authorization_v1 import ClusterRole, ClusterRoleBinding, Role
 from lightkube.types import PatchType
 from ops import testing
 from tests.juju.kit import APP, MODEL, CharmKit, api_error
@@ -32,7 +32,7 @@ T0 = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 def binding(model: str, app: str, created: datetime.datetime) -> ClusterRoleBinding:
     return ClusterRoleBinding(
         metadata=ObjectMeta(
-            name=f"{model}-{app}",
+            name=cluster_scoped_name(app, model),
             labels=dict(MANAGED_BY_LABEL),
             creationTimestamp=created,
         ),
@@ -68,7 +68,7 @@ def test_second_deployment_blocks_naming_the_other_model(kit: CharmKit):
     status = kit.status()
     assert isinstance(status, ops.BlockedStatus)
     assert "'prod'" in status.message
-    assert "prod-aitenant-k8s" in status.message
+    assert "aitenant.prod.aitenant-k8s" in status.message
     # AND it applied nothing to the cluster and planned no controller
     kit.kube.apply.assert_not_called()
     assert SERVICE not in kit.plan().services
@@ -116,6 +116,65 @@ def test_blocked_deployment_removal_deletes_nothing(kit: CharmKit):
     kit.emit("remove")
     # THEN it deletes no cluster object
     kit.kube.delete.assert_not_called()
+
+
+# --- Juju's own objects ---------------------------------------------------------------------
+
+# With `--trust` Juju names its ClusterRole and ClusterRoleBinding `<model>-<app>`.
+JUJU_TRUST = f"{MODEL}-{APP}"
+
+
+def juju_trust_objects() -> dict[str, list[Any]]:
+    """Juju's trust ClusterRole and ClusterRoleBinding, and a Role named as the charm named
+    its Roles when its prefix was `<model>-<app>` (labelled as ours, to be sure the name alone
+    keeps it)."""
+    juju = {"app.kubernetes.io/managed-by": "juju"}
+    return {
+        "ClusterRole": [ClusterRole(metadata=ObjectMeta(name=JUJU_TRUST, labels=juju))],
+        "ClusterRoleBinding": [
+            ClusterRoleBinding(
+                metadata=ObjectMeta(name=JUJU_TRUST, labels=juju),
+                roleRef=RoleRef(
+                    apiGroup="rbac.authorization.k8s.io", kind="ClusterRole", name=JUJU_TRUST
+                ),
+                subjects=[Subject(kind="ServiceAccount", name=APP, namespace=MODEL)],
+            )
+        ],
+        "Role": [
+            Role(
+                metadata=ObjectMeta(
+                    name=f"{name}-leader-election", namespace=MODEL, labels=dict(MANAGED_BY_LABEL)
+                )
+            )
+            for name in (JUJU_TRUST, cluster_scoped_name(APP, MODEL))
+        ],
+    }
+
+
+def test_removal_never_deletes_what_juju_named_for_the_application(ready: CharmKit):
+    # GIVEN the cluster holds Juju's trust objects besides ours
+    cluster_with(ready.kube, **juju_trust_objects())
+    ready.replace(planned_units=0)
+    # WHEN the operator prepares the removal and the last unit's remove hook runs
+    ready.run_action(charm.PREPARE_REMOVAL_ACTION)
+    ready.emit("remove")
+    # THEN no object named `<model>-<app>` (nor a Role of that prefix) was deleted
+    deleted = [(call.args[0].__name__, call.args[1]) for call in ready.kube.delete.call_args_list]
+    assert [d for d in deleted if d[1] == JUJU_TRUST or d[1].startswith(f"{JUJU_TRUST}-")] == []
+    # AND ours were
+    assert ("ClusterRoleBinding", cluster_scoped_name(APP, MODEL)) in deleted
+    assert ("Role", f"{cluster_scoped_name(APP, MODEL)}-leader-election") in deleted
+
+
+def test_the_charm_never_writes_an_object_named_as_juju_s(ready: CharmKit):
+    # GIVEN a healthy deployment that reconciled
+    # THEN nothing it applied or created has Juju's `<model>-<app>` name
+    written = [
+        call.args[0].metadata.name
+        for call in [*ready.kube.apply.call_args_list, *ready.kube.create.call_args_list]
+    ]
+    assert written
+    assert [name for name in written if name == JUJU_TRUST] == []
 
 
 # --- prepare-removal ----------------------------------------------------------------------

@@ -220,7 +220,10 @@ def test_kuadrant_policies_in_the_gateway_namespace_once_it_is_known() -> None:
 
 def test_binding_policy_matches_the_controller_and_names_its_rule() -> None:
     policy, binding = manifests.render_binding_policy(
-        name="maas-aitenant-k8s", service_account="aitenant-k8s", service_account_namespace="maas"
+        name="maas-aitenant-k8s",
+        service_account="aitenant-k8s",
+        service_account_namespace="maas",
+        own_binding="aitenant.maas.aitenant-k8s",
     )
     assert (policy["kind"], binding["kind"]) == (
         "ValidatingAdmissionPolicy",
@@ -241,10 +244,23 @@ def test_binding_policy_matches_the_controller_and_names_its_rule() -> None:
         'request.userInfo.username == "system:serviceaccount:maas:aitenant-k8s"'
     )
     # DELETE has no object: the rule reads the binding as it was.
-    assert spec["variables"] == [
-        {"name": "binding", "expression": "request.operation == 'DELETE' ? oldObject : object"}
-    ]
+    binding_var, own = spec["variables"]
+    assert binding_var == {
+        "name": "binding",
+        "expression": "request.operation == 'DELETE' ? oldObject : object",
+    }
+    # The deployment's own binding (the charm's hooks run as the same account), exactly.
+    assert own["name"] == "own"
+    for clause in (
+        'variables.binding.metadata.name == "aitenant.maas.aitenant-k8s"',
+        'variables.binding.roleRef.name == "aitenant-controller"',
+        "size(variables.binding.subjects) == 1",
+        'variables.binding.subjects[0].name == "aitenant-k8s"',
+        'variables.binding.subjects[0].namespace == "maas"',
+    ):
+        assert clause in own["expression"], clause
     [rule] = spec["validations"]
+    assert rule["expression"].startswith("variables.own || (")
     assert 'variables.binding.roleRef.name == "maas-api"' in rule["expression"]
     assert (
         'variables.binding.metadata.labels["app.kubernetes.io/managed-by"] == "aitenant-controller"'

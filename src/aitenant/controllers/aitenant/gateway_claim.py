@@ -82,11 +82,13 @@ class GatewayClaims:
                 metadata=ObjectMeta(
                     name=name,
                     namespace=ns,
-                    labels={
-                        contract.LABEL_MANAGED_BY: contract.MANAGED_BY_VALUE,
-                        contract.LABEL_GATEWAY_CLAIM: "true",
-                        contract.LABEL_MANAGED_BY_AITENANT: "true",
-                    },
+                    labels=ownership.created_labels(
+                        {
+                            contract.LABEL_MANAGED_BY: contract.MANAGED_BY_VALUE,
+                            contract.LABEL_GATEWAY_CLAIM: "true",
+                            contract.LABEL_MANAGED_BY_AITENANT: "true",
+                        }
+                    ),
                     annotations=ctx.annotations,
                     ownerReferences=[owner],
                 ),

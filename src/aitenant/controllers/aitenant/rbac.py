@@ -95,7 +95,10 @@ class TenantRoles:
         if role is None:
             body = Role(
                 metadata=ObjectMeta(
-                    name=name, namespace=namespace, labels=ctx.labels, annotations=ctx.annotations
+                    name=name,
+                    namespace=namespace,
+                    labels=ownership.created_labels(ctx.labels),
+                    annotations=ctx.annotations,
                 ),
                 rules=rules,
             )

@@ -260,7 +260,9 @@ class AITenantReconciler:
             body = Namespace(
                 metadata=ObjectMeta(
                     name=name,
-                    labels={**ctx.labels, **ownership.CREATED_NAMESPACE_LABELS},
+                    labels=ownership.created_labels(
+                        {**ctx.labels, **ownership.CREATED_NAMESPACE_LABELS}
+                    ),
                     annotations={**ctx.annotations, **ownership.CREATED_NAMESPACE_ANNOTATIONS},
                 )
             )
@@ -352,7 +354,7 @@ class AITenantReconciler:
             "metadata": {
                 "name": name,
                 "namespace": ns,
-                "labels": ctx.labels,
+                "labels": ownership.created_labels(ctx.labels),
                 "annotations": ctx.annotations,
             },
             "spec": legacy.config_spec_fill({}, ctx.legacy_tenant),

@@ -157,6 +157,8 @@ def default_tenant_body(
         "metadata": {
             "name": contract.DEFAULT_TENANT_NAME,
             "namespace": aitenant_namespace,
+            # Kept by `juju remove-application` (docs/design.md §7.1).
+            "labels": dict(contract.KEPT_BY_JUJU_LABELS),
             "ownerReferences": [config_owner_reference(config)],
         },
         "spec": spec,
@@ -229,7 +231,11 @@ class DefaultTenantBootstrap:
         body = {
             "apiVersion": contract.API_VERSION,
             "kind": "Config",
-            "metadata": {"name": contract.CONFIG_NAME},
+            # Kept by `juju remove-application` (docs/design.md §7.1).
+            "metadata": {
+                "name": contract.CONFIG_NAME,
+                "labels": dict(contract.KEPT_BY_JUJU_LABELS),
+            },
             "spec": {},
         }
         try:

@@ -166,6 +166,8 @@ def test_created_tenant_uses_the_flag_gateway_and_points_at_the_config() -> None
         "metadata": {
             "name": "models-as-a-service",
             "namespace": "ai-tenants",
+            # Kept by `juju remove-application` (docs/design.md §7.1).
+            "labels": {"model.juju.is/disable-webhook": "true"},
             "ownerReferences": [config_owner_reference(config())],
         },
         "spec": {"gateway": {"name": "gw"}},
