@@ -6,7 +6,7 @@ something the platform cannot be rendered from (``reconciler.py``).
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from aitenant import contract
 from aitenant.controllers import ownership
@@ -63,7 +63,8 @@ def check_identity(config: Obj, owner: AITenantView) -> str:
     return owner.name
 
 
-class Replicas(NamedTuple):
+@dataclass(frozen=True)
+class Replicas:
     """The replica count to render, and why the annotation was refused (None: it was not)."""
 
     count: int
