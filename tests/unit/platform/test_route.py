@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from aitenant.platform.render import PlatformContext, render
+from aitenant.platform.render import API_PREFIX, ROUTE_PREFIXES, PlatformContext, render
 
 from .conftest import MakeContext
 
@@ -198,3 +198,13 @@ def test_each_rewrite_stands_beside_one_match_of_its_kind(make_ctx: MakeContext)
 )
 def test_the_normalisation_the_reader_assumes(raw: str, expected: str) -> None:
     assert normalised(raw) == expected
+
+
+def test_whatever_is_routed_is_left_alone_by_the_default_deny(make_ctx: MakeContext) -> None:
+    # The TokenRateLimitPolicy denies every path outside these prefixes (docs/platform.md §7):
+    # a routed path outside them would be routed and then refused.
+    allowed = (API_PREFIX, *ROUTE_PREFIXES)
+    for rule in the_route(make_ctx())["spec"]["rules"]:
+        for match in rule["matches"]:
+            value = match["path"]["value"]
+            assert any(prefix_matches(p, value) for p in allowed), value
