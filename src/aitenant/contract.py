@@ -58,6 +58,10 @@ ANNOTATION_MAAS_API_REPLICAS: Final = "maas.opendatahub.io/maas-api-replicas"
 # What that annotation and --maas-api-replicas may ask for.
 MAAS_API_REPLICAS_MIN: Final = 1
 MAAS_API_REPLICAS_MAX: Final = 100
+# The platform administrator's ceiling on that annotation (--maas-api-max-replicas, the charm's
+# `maas-api-max-replicas`): every tenant's maas-api shares one database and the infra
+# namespace's resources (docs/differences.md D35).
+DEFAULT_MAAS_API_MAX_REPLICAS: Final = 3
 # The Secret maas-api reads its DB_CONNECTION_URL from, in its own namespace: a fixed name in
 # maas-api itself, so --maas-api-db-secret can name no other (docs/platform.md §1).
 MAAS_API_DB_SECRET: Final = "maas-db-config"
@@ -73,6 +77,8 @@ UNMANAGED_VALUE: Final = "false"
 
 # Conditions
 CONDITION_READY: Final = "Ready"
+# maxLength of a condition's message in each of our CRDs (metav1.Condition's).
+CONDITION_MESSAGE_MAX: Final = 32768
 CONDITION_DEGRADED: Final = "Degraded"
 CONDITION_API_KEYS_REVOKED: Final = "APIKeysRevoked"
 

@@ -114,6 +114,9 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     maas_api_replicas: Annotated[
         int, Meta(ge=contract.MAAS_API_REPLICAS_MIN, le=contract.MAAS_API_REPLICAS_MAX)
     ] = 1
+    maas_api_max_replicas: Annotated[
+        int, Meta(ge=contract.MAAS_API_REPLICAS_MIN, le=contract.MAAS_API_REPLICAS_MAX)
+    ] = contract.DEFAULT_MAAS_API_MAX_REPLICAS
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
     webhook_port: Port = contract.DEFAULT_WEBHOOK_PORT
     webhook_cert_dir: Path | None = None
@@ -148,6 +151,14 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 f'"{self.maas_api_db_secret}": maas-api reads its database URL only from the '
                 f"Secret {contract.MAAS_API_DB_SECRET} in its namespace; leave it unset or set "
                 f"{contract.MAAS_API_DB_SECRET}",
+            )
+        if self.maas_api_replicas > self.maas_api_max_replicas:
+            # The default count is what a tenant gets when its annotation is refused, so it
+            # must keep within the ceiling too (docs/differences.md D35).
+            raise _field_error(
+                "maas_api_replicas",
+                f"{self.maas_api_replicas} exceeds --maas-api-max-replicas "
+                f"{self.maas_api_max_replicas}",
             )
         level = self.log_level.lower()
         if level not in _LOG_LEVELS:
@@ -245,6 +256,7 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("maas_api_cleanup_image", "str", "image with curl for the key-cleanup CronJob"),
     _Flag("maas_api_db_secret", "str", "Secret holding maas-api's DB_CONNECTION_URL"),
     _Flag("maas_api_replicas", "int", "maas-api replicas per tenant"),
+    _Flag("maas_api_max_replicas", "int", "most maas-api replicas a tenant's config may ask"),
     _Flag("authorino_namespaces", "list", "namespaces whose Authorino may reach maas-api"),
     _Flag("webhook_port", "int", "HTTPS port of the admission webhook; 0 disables"),
     _Flag("webhook_cert_dir", "path", "directory with tls.crt and tls.key for the webhook"),

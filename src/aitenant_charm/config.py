@@ -40,7 +40,16 @@ class CharmConfig(BaseModel):
     deletion_timeout: str = "10m"
     manage_default_tenant: bool = True
     authorino_namespaces: str = ",".join(contract.DEFAULT_AUTHORINO_NAMESPACES)
+    maas_api_max_replicas: int = contract.DEFAULT_MAAS_API_MAX_REPLICAS
     log_level: LogLevel = "info"
+
+    @field_validator("maas_api_max_replicas")
+    @classmethod
+    def _replica_ceiling(cls, value: int) -> int:
+        low, high = contract.MAAS_API_REPLICAS_MIN, contract.MAAS_API_REPLICAS_MAX
+        if not low <= value <= high:
+            raise ValueError(f"{value} is not from {low} to {high}")
+        return value
 
     @field_validator("aitenant_namespace", "maas_subscription_namespace")
     @classmethod

@@ -139,6 +139,7 @@ def controller_args(inputs: ControllerInputs) -> list[str]:
         f"--manage-default-tenant={_bool(config.manage_default_tenant)}",
         f"--authorino-namespaces={config.authorino_namespaces}",
         f"--log-level={config.log_level}",
+        f"--maas-api-max-replicas={config.maas_api_max_replicas}",
         f"--maas-api-image={inputs.maas_api.image}",
         f"--maas-api-db-secret={inputs.maas_api.db_secret}",
         f"--maas-api-ca-file={inputs.paths.maas_api_ca_file}",

@@ -79,6 +79,13 @@ def test_flag_beats_env_and_upstream_alias_is_read() -> None:
         (["--log-level", "loud"], {}, "--log-level"),
         (["--maas-api-replicas", "0"], {}, "--maas-api-replicas: expected `int` >= 1"),
         ([], {"MAAS_API_REPLICAS": "101"}, "--maas-api-replicas (from $MAAS_API_REPLICAS)"),
+        (["--maas-api-max-replicas", "101"], {}, "--maas-api-max-replicas: expected `int` <= 100"),
+        (["--maas-api-max-replicas", "0"], {}, "--maas-api-max-replicas: expected `int` >= 1"),
+        (
+            ["--maas-api-replicas", "4"],
+            {},
+            "--maas-api-replicas: 4 exceeds --maas-api-max-replicas 3",
+        ),
         (
             ["--maas-api-db-secret", "maas-db-other"],
             {},

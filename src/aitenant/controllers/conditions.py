@@ -12,6 +12,7 @@ import datetime as dt
 from typing import Any
 
 from aitenant import contract
+from aitenant.controllers import messages
 
 Status = dict[str, Any]
 
@@ -38,6 +39,8 @@ def set_condition(
     now: str | None = None,
 ) -> None:
     value = "True" if state else "False"
+    # Within the CRD's limit, or the whole status write is refused (messages.py).
+    message = messages.bounded(message)
     conditions: list[dict[str, Any]] = status.setdefault("conditions", [])
     existing = find_condition(status, type_)
     if existing is None:

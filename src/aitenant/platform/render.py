@@ -24,7 +24,7 @@ import yaml
 
 from aitenant import certificates, contract, naming
 from aitenant.certificates import ServingCert
-from aitenant.platform import kinds
+from aitenant.platform import kinds, routes
 
 if TYPE_CHECKING:
     import jinja2
@@ -34,9 +34,10 @@ NAME_MAX: Final = 63
 CRONJOB_NAME_MAX: Final = 52
 DEFAULT_MAX_EXPIRATION_DAYS: Final = 90
 MAAS_API_PORT: Final = 8443
-# Request paths the maas-api route serves; everything else on the Gateway is denied by default.
+# Request paths the TokenRateLimitPolicy leaves to the maas-api route; everything else on the
+# Gateway is denied by default. What the route itself matches is ``routes.PUBLIC_PATHS``.
 ROUTE_PREFIXES: Final = ("/v1/models", "/v1/subscriptions", "/v1/api-keys")
-API_PREFIX: Final = "/maas-api"
+API_PREFIX: Final = routes.API_PREFIX
 SHARED_CLUSTER_ROLE: Final = "maas-api"
 
 # libyaml's safe loader when PyYAML has it: parsing is most of a render's cost otherwise.
@@ -333,8 +334,8 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         },
         "cert_annotation": contract.ANNOTATION_SERVING_CERT_SHA256,
         "port": MAAS_API_PORT,
-        "route_prefixes": ROUTE_PREFIXES,
-        "api_prefix": API_PREFIX,
+        "bare_matches": routes.bare_matches(),
+        "prefixed_rules": routes.prefixed_rules(),
         "gateway_prefixes": (API_PREFIX, *ROUTE_PREFIXES),
         "cluster_role": SHARED_CLUSTER_ROLE,
         # The serving certificate's first name (platform/certificates.py): what the Gateway checks.

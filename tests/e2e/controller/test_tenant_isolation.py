@@ -219,7 +219,8 @@ async def test_replicas_out_of_bounds_are_refused_not_applied(
     kube: AsyncClient, tenant_admin: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
     """Issue scenario 4: 500 replicas asked by the tenant admin never reach the Deployment;
-    the config says what is wrong; a value within 1..100 is applied."""
+    the config says what is wrong; a value within 1..the ceiling (3) is applied
+    (docs/differences.md D35)."""
     name = unique("replicas")
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
@@ -228,8 +229,8 @@ async def test_replicas_out_of_bounds_are_refused_not_applied(
     await patch_config(tenant_admin, name, {"annotations": {annotation: "500"}})
 
     condition = ready(await config_with_reason(kube, name, "InvalidTenantConfig"))
-    assert condition["message"] == (
-        f'annotation {annotation}="500" is not a whole number from 1 to 100'
+    assert condition["message"].startswith(
+        f'annotation {annotation}="500" exceeds the platform\'s limit 3 '
     )
     deployment = await get(kube, kinds.DEPLOYMENT, f"maas-api-{name}", INFRA_NS)
     assert deployment["spec"]["replicas"] == 1

@@ -26,6 +26,7 @@ def test_defaults_mirror_the_flags_with_discovery_on():
     assert config.deletion_timeout_seconds == 600.0
     assert config.manage_default_tenant is True
     assert config.log_level == "info"
+    assert config.maas_api_max_replicas == 3
 
 
 def test_zero_deletion_timeout_disables():
@@ -51,6 +52,8 @@ def test_values_are_trimmed():
         ({"infra_namespace": "UPPER"}, "infra-namespace"),
         ({"maas_subscription_namespace": ""}, "maas-subscription-namespace"),
         ({"log_level": "trace"}, "log-level"),
+        ({"maas_api_max_replicas": 0}, "maas-api-max-replicas"),
+        ({"maas_api_max_replicas": 101}, "maas-api-max-replicas"),
     ],
 )
 def test_errors_name_the_juju_option(options: dict[str, object], option: str):

@@ -211,3 +211,19 @@ def test_authorino_namespaces_option_reaches_the_controller(kit: CharmKit):
     service = kit.service()
     settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
     assert settings.authorino_namespaces == ("my-authorino", "kuadrant-system")
+
+
+def test_maas_api_max_replicas_option_reaches_the_controller(kit: CharmKit):
+    # GIVEN the default ceiling, then a platform administrator's own
+    kit.integrate_gateway()
+    kit.integrate_maas_api()
+    kit.reconcile()
+    assert kit.flags()["maas-api-max-replicas"] == "3"
+    kit.configure(maas_api_max_replicas=7)
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the controller gets it, and parses it as the flag's value
+    assert kit.flags()["maas-api-max-replicas"] == "7"
+    service = kit.service()
+    settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
+    assert settings.maas_api_max_replicas == 7

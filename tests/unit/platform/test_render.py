@@ -206,17 +206,11 @@ def test_route_attaches_to_the_tenant_gateway(make_ctx: MakeContext) -> None:
             "namespace": GATEWAY_NS,
         }
     ]
+    # What each rule matches: test_route.py.
     rules = route["spec"]["rules"]
-    prefixes = [r["matches"][0]["path"]["value"] for r in rules]
-    assert prefixes == ["/v1/models", "/v1/subscriptions", "/v1/api-keys", "/maas-api"]
+    assert rules
     for rule in rules:
         assert rule["backendRefs"] == [{"name": "maas-api-red-team", "port": 8443}]
-    assert rules[-1]["filters"] == [
-        {
-            "type": "URLRewrite",
-            "urlRewrite": {"path": {"type": "ReplacePrefixMatch", "replacePrefixMatch": "/"}},
-        }
-    ]
 
 
 def test_no_route_level_auth_policy(make_ctx: MakeContext) -> None:

@@ -32,6 +32,7 @@ from aitenant.controllers.tenant_config.scope import has_leftover_finalizer, in_
 from aitenant.controllers.tenant_config.spec import (
     check_identity,
     max_expiration_days,
+    refuse_replicas,
     replicas_for,
     telemetry_of,
 )
@@ -302,6 +303,9 @@ class TenantConfigReconciler:
         telemetry = telemetry_of(config)
         await self.check_inputs(telemetry)
         names = names_for(tenant.name, gw_name, self.settings.gateway_name)
+        replicas = replicas_for(
+            config, self.settings.maas_api_replicas, self.settings.maas_api_max_replicas
+        )
         infra = self.settings.effective_infra_namespace
         cert_secret = await self.cache.read(kinds.SECRET, infra, names.serving_cert)
         serving = self.serving_cert(cert_secret, names.api)
@@ -317,7 +321,7 @@ class TenantConfigReconciler:
             controller_namespace=self.settings.controller_namespace,
             image=self.settings.maas_api_image,
             cleanup_image=self.settings.maas_api_cleanup_image,
-            replicas=replicas_for(config, self.settings.maas_api_replicas),
+            replicas=replicas.count,
             serving_cert=serving,
             max_expiration_days=max_expiration_days(config),
             telemetry=telemetry,
@@ -336,6 +340,7 @@ class TenantConfigReconciler:
                 ", ".join(report.applied) or "-",
                 ", ".join(report.created) or "-",
             )
+        refuse_replicas(replicas)
         return await self.rollout_readiness(key, report, names, status)
 
     # -- steps ---------------------------------------------------------------------------------

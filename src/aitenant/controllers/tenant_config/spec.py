@@ -6,8 +6,11 @@ something the platform cannot be rendered from (``reconciler.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from aitenant import contract
 from aitenant.controllers import ownership
+from aitenant.controllers.messages import quoted
 from aitenant.errors import StepFailed
 from aitenant.platform.render import DEFAULT_MAX_EXPIRATION_DAYS, Telemetry
 from aitenant.resources import AITenantView, Obj, annotations_of, labels_of
@@ -49,7 +52,7 @@ def check_identity(config: Obj, owner: AITenantView) -> str:
     for what, have, want in expected:
         for key, value in want.items():
             if have.get(key) != value:
-                found = f'is "{have[key]}"' if key in have else "is missing"
+                found = f"is {quoted(have[key])}" if key in have else "is missing"
                 raise StepFailed(
                     Reason.INVALID_TENANT_CONFIG,
                     f'{what} {key} {found}; expected "{value}": MaasTenantConfig '
@@ -60,24 +63,49 @@ def check_identity(config: Obj, owner: AITenantView) -> str:
     return owner.name
 
 
-def replicas_for(config: Obj, default: int) -> int:
-    """The annotation's replica count, within ``contract.MAAS_API_REPLICAS_*``; refused outside them
-    (one tenant admin's typo must not scale a Deployment to thousands of pods)."""
+@dataclass(frozen=True)
+class Replicas:
+    """The replica count to render, and why the annotation was refused (None: it was not)."""
+
+    count: int
+    refusal: str | None = None
+
+
+def replicas_for(config: Obj, default: int, ceiling: int) -> Replicas:
+    """The annotation's replica count when it is a whole number from ``MAAS_API_REPLICAS_MIN``
+    to the platform's ``ceiling`` (``--maas-api-max-replicas``); else ``default`` and why (one
+    tenant admin must not take the database's connections and the infra namespace's CPU from
+    every tenant, docs/differences.md D35). The default, never the count already running: a
+    lowered ceiling holds at once."""
     raw = annotations_of(config).get(contract.ANNOTATION_MAAS_API_REPLICAS)
     if raw is None:
-        return default
-    low, high = contract.MAAS_API_REPLICAS_MIN, contract.MAAS_API_REPLICAS_MAX
+        return Replicas(default)
+    annotation = contract.ANNOTATION_MAAS_API_REPLICAS
+    low = contract.MAAS_API_REPLICAS_MIN
     try:
         value = int(raw)
     except ValueError:
         value = low - 1
-    if not low <= value <= high:
-        raise StepFailed(
-            Reason.INVALID_TENANT_CONFIG,
-            f'annotation {contract.ANNOTATION_MAAS_API_REPLICAS}="{raw}" is not a whole number '
-            f"from {low} to {high}",
+    running = f"maas-api runs the default {default} (--maas-api-replicas)"
+    if value < low:
+        return Replicas(
+            default,
+            f"annotation {annotation}={quoted(raw)} is not a whole number from {low} to "
+            f"{ceiling}; " + running,
         )
-    return value
+    if value > ceiling:
+        return Replicas(
+            default,
+            f"annotation {annotation}={quoted(raw)} exceeds the platform's limit {ceiling} "
+            "(--maas-api-max-replicas / charm option maas-api-max-replicas); " + running,
+        )
+    return Replicas(value)
+
+
+def refuse_replicas(replicas: Replicas) -> None:
+    """StepFailed for a refused annotation, raised once the default count is applied."""
+    if replicas.refusal is not None:
+        raise StepFailed(Reason.INVALID_TENANT_CONFIG, replicas.refusal)
 
 
 def max_expiration_days(config: Obj) -> int:

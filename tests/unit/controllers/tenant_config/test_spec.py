@@ -7,7 +7,13 @@ from typing import Any
 import pytest
 
 from aitenant import contract
-from aitenant.controllers.tenant_config.spec import check_identity, replicas_for, telemetry_of
+from aitenant.controllers.tenant_config.spec import (
+    Replicas,
+    check_identity,
+    refuse_replicas,
+    replicas_for,
+    telemetry_of,
+)
 from aitenant.errors import StepFailed
 from aitenant.platform.render import Telemetry
 from aitenant.resources import AITenantView
@@ -94,17 +100,44 @@ def test_identity_refuses_what_a_tenant_admin_wrote(
     assert "belongs to AITenant ai-tenants/red" in info.value.message
 
 
-def test_replicas_from_the_annotation_within_1_to_100() -> None:
+def test_replicas_from_the_annotation_within_1_to_the_ceiling() -> None:
     annotation = contract.ANNOTATION_MAAS_API_REPLICAS
-    assert replicas_for(config(), 2) == 2
-    assert replicas_for(config(annotations={annotation: "1"}), 2) == 1
-    assert replicas_for(config(annotations={annotation: "100"}), 2) == 100
-    for bad in ("0", "101", "500", "-1", "two", ""):
-        with pytest.raises(StepFailed) as info:
-            replicas_for(config(annotations={annotation: bad}), 1)
-        assert info.value.message == (
-            f'annotation {annotation}="{bad}" is not a whole number from 1 to 100'
+    assert replicas_for(config(), 2, 3) == Replicas(2)
+    assert replicas_for(config(annotations={annotation: "1"}), 2, 3) == Replicas(1)
+    assert replicas_for(config(annotations={annotation: "3"}), 2, 3) == Replicas(3)
+    assert replicas_for(config(annotations={annotation: "100"}), 2, 100) == Replicas(100)
+    for bad in ("0", "-1", "two", ""):
+        assert replicas_for(config(annotations={annotation: bad}), 1, 3) == Replicas(
+            1,
+            f'annotation {annotation}="{bad}" is not a whole number from 1 to 3; maas-api '
+            "runs the default 1 (--maas-api-replicas)",
         )
+
+
+@pytest.mark.parametrize("asked", ["4", "10", "101", "500"])
+def test_replicas_above_the_ceiling_run_the_default_and_say_why(asked: str) -> None:
+    annotation = contract.ANNOTATION_MAAS_API_REPLICAS
+    replicas = replicas_for(config(annotations={annotation: asked}), 2, 3)
+    assert replicas.count == 2
+    assert replicas.refusal == (
+        f'annotation {annotation}="{asked}" exceeds the platform\'s limit 3 '
+        "(--maas-api-max-replicas / charm option maas-api-max-replicas); maas-api runs the "
+        "default 2 (--maas-api-replicas)"
+    )
+    with pytest.raises(StepFailed) as info:
+        refuse_replicas(replicas)
+    assert info.value.reason == "InvalidTenantConfig"
+    assert info.value.message == replicas.refusal
+    refuse_replicas(Replicas(2))  # nothing refused: nothing raised
+
+
+@pytest.mark.parametrize("raw", ["7" * 40_000, "x" * 40_000])
+def test_a_huge_annotation_value_is_quoted_cut(raw: str) -> None:
+    annotation = contract.ANNOTATION_MAAS_API_REPLICAS
+    refusal = replicas_for(config(annotations={annotation: raw}), 1, 3).refusal
+    assert refusal is not None
+    assert f'="{raw[:64]}…" (40000 characters) ' in refusal
+    assert len(refusal) < 400
 
 
 def with_telemetry(telemetry: Any) -> dict[str, Any]:
