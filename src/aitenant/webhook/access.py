@@ -4,7 +4,7 @@ server before it lets an AITenant attach to one (docs/differences.md D34). Pure:
 The question is a SubjectAccessReview for the user the AdmissionReview names (its
 ``request.userInfo``: username, uid, groups, extra), on the ``use`` verb of that Gateway in the
 gateway namespace, the way RBAC's ``bind`` verb keeps a user from granting a Role they do not
-hold. A network admin grants it with a Role rule (docs/contract.md §2.3); cluster-admins hold
+hold. A network admin grants it with a Role rule (docs/contract.md §2.4); cluster-admins hold
 every verb. ``webhook.sar`` asks it; ``validators`` decides with the answer.
 """
 
