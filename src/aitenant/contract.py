@@ -14,6 +14,9 @@ API_VERSION: Final = f"{GROUP}/{VERSION}"
 DEFAULT_AITENANT_NAMESPACE: Final = "ai-tenants"
 DEFAULT_TENANT_NAME: Final = "models-as-a-service"
 DEFAULT_SUBSCRIPTION_NAMESPACE: Final = "models-as-a-service"
+# The default tenant's Gateway (--gateway-name's default): the only one that may carry
+# DEFAULT_TENANT_NAME (docs/differences.md D36).
+DEFAULT_GATEWAY_NAME: Final = "maas-default-gateway"
 TENANT_NAMESPACE_PREFIX: Final = "ai-tenant-"
 TENANT_CONFIG_NAME: Final = "default-tenant"
 LEGACY_TENANT_NAME: Final = "default-tenant"

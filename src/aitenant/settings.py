@@ -97,7 +97,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
 
     aitenant_namespace: str = contract.DEFAULT_AITENANT_NAMESPACE
     gateway_namespace: str = "openshift-ingress"
-    gateway_name: str = "maas-default-gateway"
+    gateway_name: str = contract.DEFAULT_GATEWAY_NAME
     maas_subscription_namespace: str = contract.DEFAULT_SUBSCRIPTION_NAMESPACE
     controller_namespace: str = "default"
     infra_namespace: str = ""

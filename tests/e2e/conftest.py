@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import httpx
+import msgspec
 import pytest
 import trustme
 from devtools import images, samples
@@ -353,6 +354,10 @@ class RunningController:
         prepare: Callable[[App], None] | None = None,
     ) -> None:
         self.cluster = cluster
+        # The webhook's own client (app/servers.py) connects with the settings' kubeconfig: as
+        # the controller, like the client given to the App.
+        if settings.kubeconfig is None:
+            settings = msgspec.structs.replace(settings, kubeconfig=controller_kubeconfig(cluster))
         self.settings = settings
         # Called with each App built, before it runs (e.g. to route its revocation calls).
         self.prepare = prepare

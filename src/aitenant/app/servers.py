@@ -78,21 +78,32 @@ async def serve_webhook(
 ) -> web.AppRunner:
     """Runs on the webhook's own loop: importing the web framework there holds up nothing."""
     assert settings.webhook_cert_dir is not None
+    from aitenant.app.client import make_client
     from aitenant.runtime.serving.tls import CertReloader
     from aitenant.webhook import server as webhook_server
+    from aitenant.webhook.sar import ApiAuthorizer, own_username
     from aitenant.webhook.validators import WebhookPolicy
 
     reloader = CertReloader(settings.webhook_cert_dir)
+    # A client of this loop's own: the process's client belongs to the main loop (its sessions
+    # are made there). It asks the SubjectAccessReviews (docs/differences.md D34).
+    client = make_client(settings, metrics)
     policy = WebhookPolicy(
         aitenant_namespace=settings.aitenant_namespace,
         gateway_namespace=settings.gateway_namespace,
+        default_gateway_name=settings.gateway_name,
+        controller_username=await own_username(client),
     )
     webhook = webhook_server.admission_app(
-        policy=policy, index=index, observe=metrics.webhook_seconds.observe
+        policy=policy,
+        index=index,
+        authorizer=ApiAuthorizer(client),
+        observe=metrics.webhook_seconds.observe,
     )
 
     async def stop_reloader(_: web.Application) -> None:
         await reloader.stop()
+        await client.close()
 
     webhook.on_cleanup.append(stop_reloader)
     await reloader.start()

@@ -1,6 +1,6 @@
 """The HTTPS front end of the AITenant admission webhook (aiohttp).
 
-It only moves bytes: read the request body (capped), hand it to ``validators.review``, write the
+It only moves bytes: read the request body (capped), hand it to ``review.review``, write the
 JSON answer back, and log one line per denial or bad request. Every replica serves it, leader or
 not; the TLS context comes from a ``runtime.tls.CertReloader``, so a rotated certificate is used
 by new connections without restarting the server.
@@ -32,11 +32,9 @@ from aiohttp import web
 from aitenant import contract
 from aitenant.gateway_index import TenantsByGateway
 from aitenant.runtime.serving.tls import CertReloader
-from aitenant.webhook.validators import (
-    DEFAULT_MAX_BYTES,
-    WebhookPolicy,
-    review,
-)
+from aitenant.webhook.access import GatewayAuthorizer
+from aitenant.webhook.review import DEFAULT_MAX_BYTES, review
+from aitenant.webhook.validators import WebhookPolicy
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +60,7 @@ MAX_CONNECTIONS: Final = 256
 class _WebhookState:
     policy: WebhookPolicy
     index: TenantsByGateway
+    authorizer: GatewayAuthorizer
     max_bytes: int
     observe: Callable[[float], None] | None
     body_deadline: float
@@ -150,8 +149,12 @@ async def _handle(request: web.Request) -> web.StreamResponse:
         status = 413
     else:
         started = time.perf_counter()
-        status, document = review(
-            body, policy=state.policy, index=state.index, max_bytes=state.max_bytes
+        status, document = await review(
+            body,
+            policy=state.policy,
+            index=state.index,
+            authorizer=state.authorizer,
+            max_bytes=state.max_bytes,
         )
         if state.observe is not None:
             state.observe(time.perf_counter() - started)
@@ -163,6 +166,7 @@ def admission_app(
     *,
     policy: WebhookPolicy,
     index: TenantsByGateway,
+    authorizer: GatewayAuthorizer,
     max_bytes: int = DEFAULT_MAX_BYTES,
     observe: Callable[[float], None] | None = None,
     body_deadline: float = BODY_DEADLINE,
@@ -171,7 +175,8 @@ def admission_app(
     """The aiohttp application: ``POST <contract.WEBHOOK_PATH>`` answers AdmissionReviews
     about AITenants.
 
-    ``observe`` receives the seconds spent deciding each review (parse + rules), for metrics.
+    ``observe`` receives the seconds spent deciding each review (parse, rules and the
+    ``authorizer``'s SubjectAccessReview), for metrics.
     """
     if max_bytes <= 0:
         raise ValueError("max_bytes must be positive")
@@ -182,6 +187,7 @@ def admission_app(
     app[_STATE] = _WebhookState(
         policy=policy,
         index=index,
+        authorizer=authorizer,
         max_bytes=max_bytes,
         observe=observe,
         body_deadline=body_deadline,

@@ -1,4 +1,5 @@
-"""Admission decisions for AITenant and the AdmissionReview envelope around them. Pure: no I/O.
+"""Admission decisions for AITenant. Pure: no I/O. ``review`` wraps them in the AdmissionReview
+envelope and asks the one question only the API server can answer, rule 8 (``access``).
 
 Rules, in evaluation order (docs/contract.md §2.2 plus docs/differences.md D4); the first failing
 rule decides and its message is what ``kubectl`` prints after
@@ -11,15 +12,21 @@ CREATE
      messages);
   4. spec rules of the CRD schema (``spec.gateway.name``, ``spec.oidc``);
   5. namespace placement: only the configured AITenant namespace;
-  6. Gateway uniqueness, served from the informer cache (docs/differences.md D3); denied while
-     it has not synced.
+  6. the default tenant's name only on the default Gateway (docs/differences.md D36);
+  7. Gateway uniqueness, served from the informer cache (docs/differences.md D3); denied while
+     it has not synced;
+  8. the requesting user may ``use`` the Gateway (a SubjectAccessReview, docs/differences.md
+     D34), asked by ``review`` once 1-7 allow the write.
 UPDATE
   1. old and new are AITenants; 2. guards; 4. spec rules on the new object, ratcheted: a value
   that did not change is not re-judged, so a tenant stored before these rules existed can still
-  be relabelled or have its finalizer removed; 6. Gateway uniqueness on the new object, only
-  when the update moves the AITenant to another Gateway and the AITenant is not being deleted
-  (docs/differences.md D29): any other update cannot create sharing, and judging it would keep
-  two tenants that already share a Gateway from ever losing their finalizers.
+  be relabelled or have its finalizer removed; 6. the default tenant's name, and 8. ``use`` of
+  the new Gateway, only when the update moves the AITenant to another Gateway (whatever else
+  it changes, an update that keeps the Gateway attaches to nothing new); 7. Gateway uniqueness
+  on the new object, only when the update moves the AITenant to another Gateway and the
+  AITenant is not being deleted (docs/differences.md D29): any other update cannot create
+  sharing, and judging it would keep two tenants that already share a Gateway from ever losing
+  their finalizers.
 DELETE and CONNECT are allowed (the webhook is not registered for them anyway).
 
 Gateway uniqueness counts AITenants that are being deleted and skips the object itself
@@ -28,12 +35,11 @@ Gateway uniqueness counts AITenants that are being deleted and skips the object 
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final, NotRequired, TypedDict
+from typing import Any, Final
 
 from aitenant import contract
 from aitenant.gateway_index import TenantsByGateway
@@ -44,10 +50,6 @@ log = logging.getLogger(__name__)
 
 AITENANT_KIND: Final = "AITenant"
 AITENANT_RESOURCE: Final = "aitenants"
-ADMISSION_API_VERSION: Final = "admission.k8s.io/v1"
-ADMISSION_REVIEW_KIND: Final = "AdmissionReview"
-# An UPDATE review carries the old and the new object; etcd caps an object at 1.5 MiB.
-DEFAULT_MAX_BYTES: Final = 4 * 1024 * 1024
 
 MSG_NAME_TOO_LONG: Final = (
     f"AITenant name must be at most {contract.MAX_AITENANT_NAME} characters "
@@ -64,13 +66,6 @@ MSG_NO_AITENANT_NAMESPACE: Final = "AITenant infrastructure namespace is not con
 MSG_NO_GATEWAY_NAMESPACE: Final = "gateway namespace is not configured"
 
 _NAME_RE: Final = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
-_REASONS: Final = {
-    400: "BadRequest",
-    403: "Forbidden",
-    413: "RequestEntityTooLarge",
-    500: "InternalError",
-    503: "ServiceUnavailable",
-}
 
 
 # --- verdicts ---------------------------------------------------------------------------------
@@ -100,10 +95,15 @@ def deny(message: str, code: int = 403) -> Verdict:
 
 @dataclass(frozen=True)
 class WebhookPolicy:
-    """The settings the rules depend on (``--aitenant-namespace``, ``--gateway-namespace``)."""
+    """The settings the rules depend on (``--aitenant-namespace``, ``--gateway-namespace``,
+    ``--gateway-name``) and the controller's own username (``sar.own_username``; "" when
+    unknown), whose bootstrap may give the default tenant a legacy Tenant's Gateway
+    (docs/contract.md §4.1)."""
 
     aitenant_namespace: str
     gateway_namespace: str
+    default_gateway_name: str = contract.DEFAULT_GATEWAY_NAME
+    controller_username: str = ""
 
 
 # --- small helpers ----------------------------------------------------------------------------
@@ -208,8 +208,32 @@ def _check_gateway_unique(
     return None
 
 
-def validate_create(obj: object, *, policy: WebhookPolicy, index: TenantsByGateway) -> Verdict:
-    """Decide a CREATE of ``obj`` (the AITenant as a JSON-like mapping)."""
+def _check_reserved_name(
+    obj: Mapping[str, Any], policy: WebhookPolicy, username: str
+) -> Verdict | None:
+    """The default tenant's name only on the default Gateway (docs/differences.md D36): else a
+    requester with ``use`` on a Gateway of their own could take the default tenant's namespace,
+    its config and the RoleBindings left there. Only the controller's own bootstrap may place it
+    elsewhere, on the Gateway a legacy Tenant names (docs/contract.md §4.1)."""
+    if _meta_str(obj, "name") != contract.DEFAULT_TENANT_NAME:
+        return None
+    gw_namespace, gw_name = gateway_ref_for(obj, policy.gateway_namespace)
+    if gw_name == policy.default_gateway_name:
+        return None
+    if policy.controller_username and username == policy.controller_username:
+        return None
+    return deny(
+        f"AITenant name {quote(contract.DEFAULT_TENANT_NAME)} is reserved for the default "
+        f"tenant on the default Gateway {gw_namespace}/{policy.default_gateway_name}; got "
+        f"Gateway {gw_namespace}/{gw_name}: choose another name or remove spec.gateway.name"
+    )
+
+
+def validate_create(
+    obj: object, *, policy: WebhookPolicy, index: TenantsByGateway, username: str = ""
+) -> Verdict:
+    """Decide the pure rules of a CREATE of ``obj`` (the AITenant as a JSON-like mapping);
+    ``use`` of its Gateway is asked after them (``review``)."""
     if not _is_aitenant(obj):
         return deny(f"expected AITenant object, got {_describe(obj)}")
     assert isinstance(obj, Mapping)
@@ -221,15 +245,23 @@ def validate_create(obj: object, *, policy: WebhookPolicy, index: TenantsByGatew
         return deny(problems[0][1])
     if (verdict := _check_placement(obj, policy)) is not None:
         return verdict
+    if (verdict := _check_reserved_name(obj, policy, username)) is not None:
+        return verdict
     if (verdict := _check_gateway_unique(obj, policy, index)) is not None:
         return verdict
     return allow()
 
 
 def validate_update(
-    old: object, new: object, *, policy: WebhookPolicy, index: TenantsByGateway
+    old: object,
+    new: object,
+    *,
+    policy: WebhookPolicy,
+    index: TenantsByGateway,
+    username: str = "",
 ) -> Verdict:
-    """Decide an UPDATE from ``old`` to ``new`` (main resource only; status is not intercepted)."""
+    """Decide the pure rules of an UPDATE from ``old`` to ``new`` (main resource only; status is
+    not intercepted); ``use`` of a new Gateway is asked after them (``review``)."""
     if not _is_aitenant(old):
         return deny(f"expected AITenant object for old, got {_describe(old)}")
     if not _is_aitenant(new):
@@ -241,6 +273,8 @@ def validate_update(
     for path, message in spec_problems(new, policy.gateway_namespace):
         if not _unchanged(old, new, path):
             return deny(message)
+    if moves_gateway(old, new, policy) and (verdict := _check_reserved_name(new, policy, username)):
+        return verdict
     if (
         _may_create_sharing(old, new, policy)
         and (verdict := _check_gateway_unique(new, policy, index)) is not None
@@ -259,183 +293,13 @@ def _may_create_sharing(
     """
     if _being_deleted(old) or _being_deleted(new):
         return False
+    return moves_gateway(old, new, policy)
+
+
+def moves_gateway(old: Mapping[str, Any], new: Mapping[str, Any], policy: WebhookPolicy) -> bool:
     gateway_namespace = policy.gateway_namespace
     return gateway_ref_for(old, gateway_namespace) != gateway_ref_for(new, gateway_namespace)
 
 
 def _being_deleted(obj: Mapping[str, Any]) -> bool:
     return bool(_meta_str(obj, "deletionTimestamp"))
-
-
-# --- AdmissionReview --------------------------------------------------------------------------
-
-
-class AdmissionStatus(TypedDict):
-    """``response.status`` of a denial (a metav1.Status subset)."""
-
-    code: int
-    reason: str
-    message: str
-
-
-class AdmissionResponse(TypedDict):
-    """``response`` of an admission.k8s.io/v1 AdmissionReview."""
-
-    uid: str
-    allowed: bool
-    status: NotRequired[AdmissionStatus]
-
-
-class AdmissionReviewResponse(TypedDict):
-    """The whole reply to the API server."""
-
-    apiVersion: str
-    kind: str
-    response: AdmissionResponse
-
-
-class ErrorBody(TypedDict):
-    """Plain HTTP error body for requests that cannot be answered with an AdmissionReview."""
-
-    error: str
-
-
-def _error(status: int, message: str) -> tuple[int, dict[str, Any]]:
-    return status, dict(ErrorBody(error=message))
-
-
-def _reply(uid: str, verdict: Verdict) -> tuple[int, dict[str, Any]]:
-    response = AdmissionResponse(uid=uid, allowed=verdict.allowed)
-    if not verdict.allowed:
-        response["status"] = AdmissionStatus(
-            code=verdict.code,
-            reason=_REASONS.get(verdict.code, "Forbidden"),
-            message=verdict.message,
-        )
-    review_response = AdmissionReviewResponse(
-        apiVersion=ADMISSION_API_VERSION, kind=ADMISSION_REVIEW_KIND, response=response
-    )
-    return 200, dict(review_response)
-
-
-def _target_problem(request: Mapping[str, Any], kind: str, resource: str) -> str | None:
-    """Refuse reviews about anything but the main resource this path validates."""
-    got = request.get("kind"), request.get("resource")
-    if not isinstance(got[0], Mapping) or not isinstance(got[1], Mapping):
-        return "AdmissionReview request.kind and request.resource are required"
-    got_kind = (got[0].get("group"), got[0].get("version"), got[0].get("kind"))
-    got_resource = (got[1].get("group"), got[1].get("version"), got[1].get("resource"))
-    want_kind = (contract.GROUP, contract.VERSION, kind)
-    want_resource = (contract.GROUP, contract.VERSION, resource)
-    sub_resource = request.get("subResource") or ""
-    if got_kind != want_kind or got_resource != want_resource or sub_resource:
-        shown = "/".join(str(part or "") for part in got_resource)
-        if sub_resource:
-            shown += f"/{sub_resource}"
-        return (
-            f"this webhook only validates {contract.API_VERSION} {kind} "
-            f"({resource}), got kind {got_kind[2]!s} of resource {shown}"
-        )
-    return None
-
-
-def _with_request_identity(obj: object, request: Mapping[str, Any]) -> object:
-    """Fill metadata.namespace/name from the request when the object lacks them."""
-    if not isinstance(obj, Mapping):
-        return obj
-    metadata = obj.get("metadata")
-    meta: dict[str, Any] = dict(metadata) if isinstance(metadata, Mapping) else {}
-    changed = False
-    for key in ("namespace", "name"):
-        value = request.get(key)
-        if not meta.get(key) and isinstance(value, str) and value:
-            meta[key] = value
-            changed = True
-    return {**obj, "metadata": meta} if changed else obj
-
-
-def _decide(
-    request: Mapping[str, Any], *, policy: WebhookPolicy, index: TenantsByGateway
-) -> Verdict:
-    operation = request.get("operation")
-    if operation in ("DELETE", "CONNECT"):
-        return allow()
-    if operation not in ("CREATE", "UPDATE"):
-        return deny(f"unsupported admission operation {quote(str(operation))}", code=400)
-    obj = request.get("object")
-    if not isinstance(obj, Mapping):
-        return deny("AdmissionReview request.object is missing", code=400)
-    obj = _with_request_identity(obj, request)
-    if operation == "CREATE":
-        return validate_create(obj, policy=policy, index=index)
-    old = request.get("oldObject")
-    if not isinstance(old, Mapping):
-        return deny("AdmissionReview request.oldObject is missing", code=400)
-    return validate_update(_with_request_identity(old, request), obj, policy=policy, index=index)
-
-
-@dataclass(frozen=True)
-class _Opened:
-    """A well-formed AdmissionReview: its uid and request."""
-
-    uid: str
-    request: Mapping[str, Any]
-
-
-def _open(body: bytes, max_bytes: int) -> _Opened | tuple[int, dict[str, Any]]:
-    """The review's uid and request, or the reply that refuses a malformed review."""
-    if len(body) > max_bytes:
-        return _error(413, f"AdmissionReview body exceeds {max_bytes} bytes")
-    try:
-        document = json.loads(body)
-    except (ValueError, RecursionError):
-        return _error(400, "request body is not valid JSON")
-    if not isinstance(document, Mapping):
-        return _error(
-            400, f"request body must be an AdmissionReview object, got {json_type(document)}"
-        )
-    request = document.get("request")
-    raw_uid = request.get("uid") if isinstance(request, Mapping) else None
-    uid = raw_uid if isinstance(raw_uid, str) and raw_uid else None
-
-    problem: str | None = None
-    api_version, kind = document.get("apiVersion"), document.get("kind")
-    if kind != ADMISSION_REVIEW_KIND:
-        problem = f"expected kind {ADMISSION_REVIEW_KIND}, got {quote(str(kind or ''))}"
-    elif api_version != ADMISSION_API_VERSION:
-        problem = (
-            f"unsupported AdmissionReview version {quote(str(api_version or ''))}; "
-            f"only {ADMISSION_API_VERSION} is served"
-        )
-    elif not isinstance(request, Mapping):
-        problem = "AdmissionReview has no request"
-    elif uid is None:
-        problem = "AdmissionReview request.uid is missing"
-    if problem is not None:
-        return _reply(uid, deny(problem, code=400)) if uid else _error(400, problem)
-    assert isinstance(request, Mapping)
-    assert uid is not None
-    return _Opened(uid, request)
-
-
-def review(
-    body: bytes, *, policy: WebhookPolicy, index: TenantsByGateway, max_bytes: int
-) -> tuple[int, dict[str, Any]]:
-    """Answer one AdmissionReview request body: (HTTP status, JSON document). Never raises.
-
-    A well-formed review gets HTTP 200 and an AdmissionReview reply. A malformed one is denied
-    inside an AdmissionReview (code 400, BadRequest) when it carries a ``request.uid`` the API
-    server can match, and otherwise gets HTTP 400 (413 when too large) with ``{"error": ...}``.
-    """
-    opened = _open(body, max_bytes)
-    if not isinstance(opened, _Opened):
-        return opened
-    uid, request = opened.uid, opened.request
-    if (target := _target_problem(request, AITENANT_KIND, AITENANT_RESOURCE)) is not None:
-        return _reply(uid, deny(target, code=400))
-    try:
-        verdict = _decide(request, policy=policy, index=index)
-    except Exception as exc:  # a bug must not turn into a dropped connection
-        log.exception("AITenant admission for uid %s failed", uid)
-        verdict = deny(f"internal error while validating the AITenant: {exc!r}", code=500)
-    return _reply(uid, verdict)

@@ -47,6 +47,9 @@ ALLOWED_WRITES = {
     ("kuadrant.io", "tokenratelimitpolicies"),
     ("extensions.kuadrant.io", "telemetrypolicies"),
     ("coordination.k8s.io", "leases"),
+    # The webhook's questions (docs/differences.md D34): nothing is stored.
+    ("authorization.k8s.io", "subjectaccessreviews"),
+    ("authentication.k8s.io", "selfsubjectreviews"),
 }
 
 

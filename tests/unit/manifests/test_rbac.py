@@ -198,8 +198,8 @@ def test_kuadrant_policies_in_the_gateway_namespace_once_it_is_known() -> None:
         for resource in rule["resources"]
     }
     assert verbs == {
-        # Read only.
-        ("gateway.networking.k8s.io", "gateways"): ["get", "list", "watch"],
+        # Read only, and `use` for the webhook's question (docs/differences.md D34).
+        ("gateway.networking.k8s.io", "gateways"): ["get", "list", "watch", "use"],
         # Create-only: never patched.
         ("kuadrant.io", "authpolicies"): ["get", "list", "watch", "create", "delete"],
         ("kuadrant.io", "tokenratelimitpolicies"): [

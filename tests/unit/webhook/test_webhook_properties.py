@@ -3,14 +3,15 @@ raises."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from webhook_fakes import POLICY, FakeIndex
+from webhook_fakes import POLICY, FakeAuthorizer, FakeIndex
 
-from aitenant.webhook.validators import review
+from aitenant.webhook.review import review
 
 MAX = 64 * 1024
 
@@ -90,18 +91,40 @@ def check_answer(status: int, document: dict[str, Any]) -> None:
 @settings(max_examples=300, deadline=None)
 @given(st.binary(max_size=2048))
 def test_random_bytes_get_a_valid_answer(body: bytes) -> None:
-    check_answer(*review(body, policy=POLICY, index=FakeIndex(), max_bytes=MAX))
+    check_answer(
+        *asyncio.run(
+            review(
+                body, policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), max_bytes=MAX
+            )
+        )
+    )
 
 
 @settings(max_examples=300, deadline=None)
 @given(json_values)
 def test_random_json_gets_a_valid_answer(value: Any) -> None:
     body = json.dumps(value).encode()
-    check_answer(*review(body, policy=POLICY, index=FakeIndex(), max_bytes=MAX))
+    check_answer(
+        *asyncio.run(
+            review(
+                body, policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), max_bytes=MAX
+            )
+        )
+    )
 
 
 @settings(max_examples=500, deadline=None)
 @given(admission_reviews(), st.booleans())
 def test_random_admission_reviews_get_a_valid_answer(doc: dict[str, Any], synced: bool) -> None:
     body = json.dumps(doc).encode()
-    check_answer(*review(body, policy=POLICY, index=FakeIndex(synced=synced), max_bytes=MAX))
+    check_answer(
+        *asyncio.run(
+            review(
+                body,
+                policy=POLICY,
+                authorizer=FakeAuthorizer(),
+                index=FakeIndex(synced=synced),
+                max_bytes=MAX,
+            )
+        )
+    )

@@ -2,18 +2,33 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 import pytest
-from webhook_fakes import POLICY, FakeIndex, admission_request, review_body, tenant
+from webhook_fakes import POLICY, FakeAuthorizer, FakeIndex, admission_request, review_body, tenant
 
 from aitenant import contract
-from aitenant.webhook.validators import DEFAULT_MAX_BYTES, MSG_NOT_SYNCED, review
+from aitenant.webhook.review import DEFAULT_MAX_BYTES, review
+from aitenant.webhook.validators import MSG_NOT_SYNCED
 
 
-def run(body: bytes, index: FakeIndex | None = None, max_bytes: int = DEFAULT_MAX_BYTES):
-    return review(body, policy=POLICY, index=index or FakeIndex(), max_bytes=max_bytes)
+def run(
+    body: bytes,
+    index: FakeIndex | None = None,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    authorizer: FakeAuthorizer | None = None,
+) -> tuple[int, dict[str, Any]]:
+    return asyncio.run(
+        review(
+            body,
+            policy=POLICY,
+            index=index or FakeIndex(),
+            authorizer=authorizer or FakeAuthorizer(),
+            max_bytes=max_bytes,
+        )
+    )
 
 
 def denial(status: int, document: dict[str, Any]) -> tuple[int, str, str]:

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
-from webhook_fakes import POLICY, FakeIndex, admission_request, review_body, tenant
+from webhook_fakes import POLICY, FakeAuthorizer, FakeIndex, admission_request, review_body, tenant
 
 from aitenant import contract
 from aitenant.webhook.server import admission_app
@@ -20,7 +20,11 @@ LOGGER = "aitenant.webhook.server"
 
 @pytest.fixture
 async def client() -> AsyncIterator[TestClient[web.Request, web.Application]]:
-    app = admission_app(policy=POLICY, index=FakeIndex([tenant("team-b", gateway="shared")]))
+    app = admission_app(
+        policy=POLICY,
+        authorizer=FakeAuthorizer(),
+        index=FakeIndex([tenant("team-b", gateway="shared")]),
+    )
     async with TestClient(TestServer(app)) as test_client:
         yield test_client
 
@@ -88,7 +92,9 @@ async def test_only_post_on_the_webhook_path(
 
 async def test_oversized_body_with_content_length_is_413(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.INFO, logger=LOGGER)
-    app = admission_app(policy=POLICY, index=FakeIndex(), max_bytes=100)
+    app = admission_app(
+        policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), max_bytes=100
+    )
     async with TestClient(TestServer(app)) as small:
         response = await small.post(contract.WEBHOOK_PATH, data=b"x" * 101)
         assert response.status == 413
@@ -101,7 +107,9 @@ async def test_oversized_chunked_body_is_413() -> None:
         for _ in range(10):
             yield b"x" * 50
 
-    app = admission_app(policy=POLICY, index=FakeIndex(), max_bytes=100)
+    app = admission_app(
+        policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), max_bytes=100
+    )
     async with TestClient(TestServer(app)) as small:
         response = await small.post(contract.WEBHOOK_PATH, data=chunks())
         assert response.status == 413
@@ -109,7 +117,9 @@ async def test_oversized_chunked_body_is_413() -> None:
 
 async def test_body_at_the_cap_is_served() -> None:
     body = review_body(admission_request("CREATE", tenant()))
-    app = admission_app(policy=POLICY, index=FakeIndex(), max_bytes=len(body))
+    app = admission_app(
+        policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), max_bytes=len(body)
+    )
     async with TestClient(TestServer(app)) as exact:
         response = await exact.post(contract.WEBHOOK_PATH, data=body)
         assert response.status == 200
@@ -117,7 +127,7 @@ async def test_body_at_the_cap_is_served() -> None:
 
 def test_admission_app_rejects_a_non_positive_cap() -> None:
     with pytest.raises(ValueError, match="max_bytes"):
-        admission_app(policy=POLICY, index=FakeIndex(), max_bytes=0)
+        admission_app(policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), max_bytes=0)
 
 
 # --- clients that stall (docs/design.md §5) ----------------------------------------------------
@@ -149,7 +159,9 @@ async def _closed_after(connection: tuple[asyncio.StreamReader, asyncio.StreamWr
 
 async def test_a_stalled_body_is_dropped_at_the_deadline(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.WARNING, logger=LOGGER)
-    app = admission_app(policy=POLICY, index=FakeIndex(), body_deadline=0.3)
+    app = admission_app(
+        policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), body_deadline=0.3
+    )
     async with TestServer(app) as server:
         assert server.port is not None
         stalled = await _stalled_request(server.port, 1000, 999)
@@ -158,7 +170,13 @@ async def test_a_stalled_body_is_dropped_at_the_deadline(caplog: pytest.LogCaptu
 
 
 async def test_a_small_review_does_not_wait_behind_held_slots() -> None:
-    app = admission_app(policy=POLICY, index=FakeIndex(), body_deadline=2, concurrent_bodies=1)
+    app = admission_app(
+        policy=POLICY,
+        authorizer=FakeAuthorizer(),
+        index=FakeIndex(),
+        body_deadline=2,
+        concurrent_bodies=1,
+    )
     big = 1024 * 1024
     async with TestServer(app) as server, TestClient(server) as client:
         assert server.port is not None
@@ -177,6 +195,10 @@ async def test_a_small_review_does_not_wait_behind_held_slots() -> None:
 
 def test_admission_app_rejects_non_positive_limits() -> None:
     with pytest.raises(ValueError, match="body_deadline"):
-        admission_app(policy=POLICY, index=FakeIndex(), body_deadline=0)
+        admission_app(
+            policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), body_deadline=0
+        )
     with pytest.raises(ValueError, match="concurrent_bodies"):
-        admission_app(policy=POLICY, index=FakeIndex(), concurrent_bodies=0)
+        admission_app(
+            policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex(), concurrent_bodies=0
+        )

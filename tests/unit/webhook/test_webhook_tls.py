@@ -16,7 +16,7 @@ import httpx
 import pytest
 import trustme
 from aiohttp import web
-from webhook_fakes import POLICY, FakeIndex, admission_request, review_body, tenant
+from webhook_fakes import POLICY, FakeAuthorizer, FakeIndex, admission_request, review_body, tenant
 
 from aitenant import contract
 from aitenant.runtime.serving.tls import CertReloader
@@ -85,7 +85,7 @@ async def served(cert_dir: Path) -> AsyncIterator[tuple[Served, trustme.CA, trus
     write_pair(cert_dir, cert)
     reloader = CertReloader(cert_dir, interval=0.02)
     await reloader.start()
-    app = admission_app(policy=POLICY, index=FakeIndex())
+    app = admission_app(policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex())
     runner = await serve(app, host=HOST, port=0, reloader=reloader)
     try:
         port = runner.addresses[0][1]
@@ -221,7 +221,7 @@ async def test_a_connection_past_the_limit_is_closed_at_once(cert_dir: Path) -> 
     reloader = CertReloader(cert_dir)
     await reloader.start()
     runner = await serve(
-        admission_app(policy=POLICY, index=FakeIndex()),
+        admission_app(policy=POLICY, authorizer=FakeAuthorizer(), index=FakeIndex()),
         host=HOST,
         port=0,
         reloader=reloader,

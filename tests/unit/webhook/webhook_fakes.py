@@ -9,6 +9,7 @@ from typing import Any
 from aitenant import contract
 from aitenant.gateway_index import TenantsByGateway
 from aitenant.naming import gateway_ref_for
+from aitenant.webhook.access import Answer, GatewayUse
 from aitenant.webhook.validators import WebhookPolicy
 
 AIT_NS = "ai-tenants"
@@ -111,3 +112,16 @@ def review_body(request: Mapping[str, Any] | None, **envelope: Any) -> bytes:
     if request is not None:
         document["request"] = request
     return json.dumps(document).encode()
+
+
+class FakeAuthorizer:
+    """``GatewayAuthorizer`` answering every question alike (allowed unless told otherwise),
+    recording the questions asked."""
+
+    def __init__(self, answer: Answer | None = None) -> None:
+        self.answer = answer or Answer(True)
+        self.questions: list[GatewayUse] = []
+
+    async def may_use(self, question: GatewayUse) -> Answer:
+        self.questions.append(question)
+        return self.answer

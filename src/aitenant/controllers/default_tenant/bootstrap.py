@@ -203,8 +203,12 @@ class DefaultTenantBootstrap:
                 log.warning("default tenant bootstrap: %s", api_message(exc))
             except Exception as exc:  # the loop must outlive any one failure
                 log.warning("default tenant bootstrap: %s", api_message(exc))
+            # asyncio.timeout, not wait_for: Python 3.11's wait_for loses a cancellation that
+            # arrives as the wake-up does, and the loop then outlives its manager's stop (the
+            # bootstrap's own writes wake it, so a stop right after one hung for good).
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.interval)
+                async with asyncio.timeout(self.interval):
+                    await self._wake.wait()
 
     async def tick(self) -> BootstrapPlan:
         s = self.settings

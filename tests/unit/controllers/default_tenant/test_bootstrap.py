@@ -3,6 +3,7 @@ D7)."""
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -10,12 +11,14 @@ import pytest
 from aitenant import contract
 from aitenant.controllers.default_tenant.bootstrap import (
     BootstrapPlan,
+    DefaultTenantBootstrap,
     config_owner_reference,
     config_ref_state,
     default_tenant_body,
     link_patch,
     plan_bootstrap,
 )
+from aitenant.settings import Settings
 
 MARKER = contract.ANNOTATION_DEFAULT_BOOTSTRAPPED
 
@@ -208,3 +211,23 @@ def test_legacy_oidc_the_aitenant_would_refuse_is_left_out_of_the_default_tenant
         config=config(), aitenant_namespace="ai-tenants", gateway_name="gw", legacy_tenant=legacy
     )
     assert body["spec"] == {"gateway": {"name": "custom-gw"}}
+
+
+async def test_a_stop_that_arrives_as_the_loop_wakes_is_not_lost() -> None:
+    """The manager stops the loop by cancelling it; a cancellation that came with a wake-up
+    (the bootstrap's own writes wake it) was swallowed, and the loop outlived its manager."""
+    ticked = asyncio.Event()
+
+    async def tick() -> BootstrapPlan:
+        ticked.set()
+        return BootstrapPlan(note="nothing to do")
+
+    bootstrap = DefaultTenantBootstrap(client=Any, settings=Settings(), interval=30)  # type: ignore[arg-type]
+    bootstrap.tick = tick  # type: ignore[method-assign]
+    task = asyncio.create_task(bootstrap.run())
+    await ticked.wait()
+    await asyncio.sleep(0.01)  # waiting for the next wake-up
+    bootstrap.wake()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(task, 1)
