@@ -63,7 +63,7 @@ class KeyRevoker:
             return True
         return ssl.create_default_context(cafile=str(self.ca_file))
 
-    async def revoke(self, url: str) -> int:
+    async def revoke(self, url: str, *, attempts: int | None = None) -> int:
         """Revoke every key of the tenant behind ``url``; return how many were revoked."""
         import httpx  # only deletions need it: not imported at process start
 
@@ -71,7 +71,7 @@ class KeyRevoker:
         async with httpx.AsyncClient(
             verify=self._verify(), timeout=self.timeout, transport=self.transport
         ) as http:
-            for attempt in range(self.attempts):
+            for attempt in range(attempts or self.attempts):
                 if attempt:
                     await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
                 try:
@@ -170,6 +170,20 @@ class Revocations:
             self._tasks.pop(key).cancel()
         for key in [k for k in self._failed if k[:2] == (namespace, name)]:
             del self._failed[key]
+
+    async def once(self, url: str) -> int | RevocationError:
+        """One call, in the caller's pass (the forced deletion's last try): the count revoked
+        or why not."""
+        try:
+            async with self._turns:
+                # Bounded here too: a maas-api that never answers must not hold the worker.
+                return await asyncio.wait_for(
+                    self.revoker.revoke(url, attempts=1), self.revoker.timeout
+                )
+        except RevocationError as exc:
+            return exc
+        except TimeoutError:
+            return RevocationError(f"API key revocation via DELETE {url} failed: no answer")
 
     def running(self) -> int:
         return sum(1 for task in self._tasks.values() if not task.done())
