@@ -119,12 +119,15 @@ class Revocations:
         self.wake: Callable[[str, str], None] | None = None
         self.retry_after_failure = retry_after_failure
         self._turns = asyncio.Semaphore(concurrency)
+        # New tenants' revocations (stale_keys.py) take turns of their own: deletions hanging
+        # on maas-apis that never answer must not keep a new tenant from going Active.
+        self._provisioning_turns = asyncio.Semaphore(concurrency)
         self._tasks: dict[RevocationKey, asyncio.Task[int]] = {}
         # Failures in a row and the loop time before which no new call is made.
         self._failed: dict[RevocationKey, tuple[int, float]] = {}
 
     async def outcome(
-        self, key: RevocationKey, grace: float = REVOCATION_GRACE
+        self, key: RevocationKey, grace: float = REVOCATION_GRACE, *, provisioning: bool = False
     ) -> int | RevocationError | None:
         """The count revoked, the failure, or None while the revocation runs (started here if
         it was not running) after waiting for it at most ``grace`` seconds."""
@@ -132,7 +135,8 @@ class Revocations:
         if task is None:
             if self._backing_off(key):
                 return None
-            task = asyncio.create_task(self._revoke(key), name=f"revoke {key[0]}/{key[1]}")
+            turns = self._provisioning_turns if provisioning else self._turns
+            task = asyncio.create_task(self._revoke(key, turns), name=f"revoke {key[0]}/{key[1]}")
             self._tasks[key] = task
             await asyncio.wait({task}, timeout=grace)
             # Ended within the grace: this pass reads it, nobody needs waking.
@@ -174,12 +178,14 @@ class Revocations:
     async def once(self, url: str) -> int | RevocationError:
         """One call, in the caller's pass (the forced deletion's last try): the count revoked
         or why not."""
-        try:
+
+        async def call() -> int:
             async with self._turns:
-                # Bounded here too: a maas-api that never answers must not hold the worker.
-                return await asyncio.wait_for(
-                    self.revoker.revoke(url, attempts=1), self.revoker.timeout
-                )
+                return await self.revoker.revoke(url, attempts=1)
+
+        try:
+            # Bounded, the wait for a turn included: the pass holds a worker.
+            return await asyncio.wait_for(call(), self.revoker.timeout)
         except RevocationError as exc:
             return exc
         except TimeoutError:
@@ -188,8 +194,8 @@ class Revocations:
     def running(self) -> int:
         return sum(1 for task in self._tasks.values() if not task.done())
 
-    async def _revoke(self, key: RevocationKey) -> int:
-        async with self._turns:
+    async def _revoke(self, key: RevocationKey, turns: asyncio.Semaphore) -> int:
+        async with turns:
             return await self.revoker.revoke(key[3])
 
     def _woken_after_backoff(self, key: RevocationKey) -> None:

@@ -56,7 +56,7 @@ class StaleKeys:
             )
             return True
         url = self.settings.maas_api_url(tenant.name)
-        outcome = await self.revocations.outcome(stale_key(tenant, url))
+        outcome = await self.revocations.outcome(stale_key(tenant, url), provisioning=True)
         if outcome is None:
             status.set_phase(
                 contract.PHASE_PENDING,
