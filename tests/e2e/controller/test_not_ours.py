@@ -71,7 +71,7 @@ def database_service(name: str, annotations: dict[str, str] | None = None) -> di
         "apiVersion": "v1",
         "kind": "Service",
         "metadata": metadata,
-        "spec": {"selector": {"app": "db"}, "ports": [{"port": 5432}]},
+        "spec": {"selector": {"app": "db"}, "ports": [{"name": "postgres", "port": 5432}]},
     }
 
 
