@@ -338,8 +338,6 @@ class Applier:
                 raise ForeignObject(manifest, live, exc) from None
             raise
         report.applied.append(str(manifest))
-        if others := set(managers_of(live)) - {self.field_manager}:
-            log.debug("applied %s, also written by %s", manifest, ", ".join(sorted(others)))
         if not carries_labels(live, manifest.obj):
             log.info("adopted %s, made by %s", manifest, ", ".join(managers_of(live)) or "?")
         return applied
