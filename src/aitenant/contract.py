@@ -84,6 +84,9 @@ CONDITION_READY: Final = "Ready"
 CONDITION_MESSAGE_MAX: Final = 32768
 CONDITION_DEGRADED: Final = "Degraded"
 CONDITION_API_KEYS_REVOKED: Final = "APIKeysRevoked"
+# Keys an earlier tenant of the same name left in maas-api's database, revoked before the
+# tenant is first Active (docs/contract.md §5.2).
+CONDITION_STALE_API_KEYS_REVOKED: Final = "StaleAPIKeysRevoked"
 
 # Phases
 PHASE_PENDING: Final = "Pending"
@@ -112,6 +115,10 @@ class Reason:
     INFRA_NAMESPACE_LABEL_FAILED: Final = "InfraNamespaceLabelFailed"  # Degraded
     REVOKED: Final = "Revoked"  # APIKeysRevoked (docs/differences.md D2)
     CLEANUP_FORCED_EVENT: Final = "AITenantCleanupForced"  # Warning Event only
+    REVOKING_STALE_API_KEYS: Final = "RevokingStaleAPIKeys"
+    STALE_API_KEYS_REVOCATION_FAILED: Final = "StaleAPIKeysRevocationFailed"
+    PROVISIONED_EARLIER: Final = "ProvisionedEarlier"  # StaleAPIKeysRevoked
+    API_KEYS_NOT_REVOKED_EVENT: Final = "APIKeysNotRevoked"  # Warning Event only
 
 
 class Message:
@@ -123,6 +130,20 @@ class Message:
     RECONCILED: Final = "AITenant bootstrap resources are reconciled"
     DELETION_IN_PROGRESS: Final = "AITenant deletion cleanup is in progress"
     API_KEYS_REVOKED: Final = "Tenant API keys were revoked (revokedCount={count})"
+    STALE_API_KEYS_REVOKED: Final = (
+        "API keys left under this tenant's name were revoked before it was first Active "
+        "(revokedCount={count})"
+    )
+    STALE_API_KEYS_PENDING: Final = (
+        "waiting for the revocation of API keys left under this tenant's name"
+    )
+    PROVISIONED_EARLIER: Final = (
+        "Active before stale keys were revoked at provisioning: its keys are its own"
+    )
+    API_KEYS_NOT_REVOKED_EVENT: Final = (
+        "Forced cleanup of AITenant {namespace}/{name} could not revoke its API keys, which "
+        "stay valid until revoked (its next tenant of this name revokes them first): {error}"
+    )
     CLEANUP_FORCED: Final = (
         "Deletion timeout ({timeout}) reached; cleanup finalizer removed without successful "
         "cleanup — API keys may still exist"

@@ -2,26 +2,30 @@
 
 * ``apply_all``: for each rendered object, look up the live copy (the caller's cache, or the
   API), concurrently in two waves: Secrets and ServiceAccounts first, so they exist before
-  the workloads that mount or run as them, then everything else; leave an object alone when it is
-  annotated ``opendatahub.io/managed: "false"``; otherwise server-side apply it (field manager
-  ``aitenant-controller``, force, so any drift in the fields we set is taken back) unless the
-  live copy already holds every value we render (``covers``), so an unchanged tenant costs
-  reads only. ``create_only`` objects (the Gateway AuthPolicy) are created when missing and
-  never written afterwards.
+  the workloads that mount or run as them, then everything else. A missing object is created
+  (a create, never an apply over whatever has its name). An existing one is ours only when its
+  tracking labels name this tenant; it is left alone when annotated
+  ``opendatahub.io/managed: "false"``; otherwise it is server-side applied (field manager
+  ``aitenant-controller``, force, so any drift in the fields we set is taken back) on the
+  version judged, unless it already holds every value we render (``covers``), so an unchanged
+  tenant costs reads only. ``create_only`` objects (the Gateway AuthPolicy) are created when
+  missing and never written afterwards.
 * ``prune``: delete the tenant's objects (found by the tracking labels) that are no longer
   rendered, e.g. the TelemetryPolicy once telemetry is turned off.
 * ``delete_tracked``: the tenant's platform cleanup when its MaasTenantConfig goes away.
 
 Objects annotated ``opendatahub.io/managed: "false"``, and objects another controller owns (a
-controller ownerReference), are never written, pruned or deleted; nor is an object
-whose tracking labels name another tenant (``OtherTenantsObject``, docs/contract.md §3.7).
+controller ownerReference), are never written, pruned or deleted; nor is an object whose
+tracking labels name another tenant (``OtherTenantsObject``, docs/contract.md §3.7), nor one
+without them (``NotOursObject``, docs/differences.md D32): both are reported, never taken
+over, and as they carry no label of this tenant, no cleanup of it finds them.
 
-An object of ours that someone else made (another controller, before a takeover) is invisible
-to the label-selected caches, so it is applied as if absent: the apply adopts it (logged with
+An object of this tenant that someone else made (the reference controller, before a takeover,
+docs/differences.md D24) carries its tracking labels and is adopted by the apply (logged with
 the managers it had). Where the API refuses that (422: a Deployment's selector is immutable),
 ``ForeignObject`` says so, with the fix; the refused version is remembered, and later passes
 read the object instead of writing it again until it changes or goes: never a retry loop of
-refused writes.
+refused writes. An object found not ours is likewise only read by later passes.
 """
 
 from __future__ import annotations
@@ -67,6 +71,8 @@ async def get_dict_or_none(
 Lookup = Callable[[Manifest], Any]
 # Applied (all at once) before the rest: workloads mount or run as them.
 PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount"})
+# Writes of one object per pass that may find it changed since it was read (409) and read again.
+APPLY_ATTEMPTS = 3
 
 
 class ApplyError(Exception):
@@ -101,6 +107,35 @@ def tenant_of(obj: Mapping[str, Any]) -> tuple[str, str] | None:
     name: str = labels.get(contract.LABEL_TENANT_NAME) or ""
     namespace: str = labels.get(contract.LABEL_TENANT_NAMESPACE) or ""
     return (name, namespace) if name or namespace else None
+
+
+class NotOursObject(ApplyError):
+    """An object we would render exists without this tenant's tracking labels: made by someone
+    else (or kept by them, ``opendatahub.io/managed: "false"``); never written nor deleted."""
+
+    def __init__(self, manifest: Manifest, live: Mapping[str, Any]) -> None:
+        tenant = (tenant_of(manifest.obj) or ("", ""))[0]
+        kept = " and annotated to be kept" if is_unmanaged(live) else ""
+        super().__init__(
+            f"{manifest} is in the way: it exists, made by {maker_of(live)}{kept}, without "
+            f"{contract.LABEL_TENANT_NAME}={tenant}, and is not taken over; rename or delete it "
+            "and the platform is applied",
+            None,
+        )
+
+
+def maker_of(obj: Mapping[str, Any]) -> str:
+    """Who made an object, as far as it says: its managed-by label, else its field managers."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    if by := labels.get(contract.LABEL_MANAGED_BY):
+        return f"{by} ({contract.LABEL_MANAGED_BY})"
+    return ", ".join(managers_of(obj)) or "someone else"
+
+
+def is_ours(obj: Mapping[str, Any], desired: Mapping[str, Any]) -> bool:
+    """``obj`` carries the tracking labels of the tenant ``desired`` is rendered for."""
+    owner = tenant_of(obj)
+    return owner is not None and owner == tenant_of(desired)
 
 
 class ForeignObject(ApplyError):
@@ -190,6 +225,8 @@ class Applier:
         # Objects someone else made whose takeover the API refused: the version refused and
         # the API's answer.
         self._refused: dict[Ref, tuple[str, ApiError]] = {}
+        # Objects found not ours (NotOursObject): later passes read them, never create.
+        self._not_ours: set[Ref] = set()
 
     async def get(self, kind: Kind, name: str, namespace: str | None) -> dict[str, Any] | None:
         return await get_dict_or_none(self.client, kind, name, namespace)
@@ -227,96 +264,157 @@ class Applier:
         self, manifest: Manifest, lookup: Lookup | None, report: ApplyReport
     ) -> None:
         live = lookup(manifest) if lookup is not None else UNKNOWN
-        if manifest.ref in self._refused:
+        if manifest.ref in self._refused or manifest.ref in self._not_ours:
             live = UNKNOWN  # not in the caches (not labelled as ours): ask the API
         if live is UNKNOWN:
-            try:
-                live = await self.get(manifest.kind, manifest.name, manifest.namespace)
-            except ApiError as exc:
-                raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
+            live = await self._read(manifest)
         result = await self._ensure(manifest, live, report)
         if result is not None:
             report.live[manifest.ref] = result
 
+    async def _read(self, manifest: Manifest) -> dict[str, Any] | None:
+        try:
+            return await self.get(manifest.kind, manifest.name, manifest.namespace)
+        except ApiError as exc:
+            raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
+
     async def _ensure(
         self, manifest: Manifest, live: dict[str, Any] | None, report: ApplyReport
     ) -> dict[str, Any] | None:
-        if live is not None and is_unmanaged(live):
+        if manifest.create_only:
+            if live is None:
+                return await self._create_only(manifest, report)
+            if is_unmanaged(live):
+                report.unmanaged.append(str(manifest))
+            else:
+                report.unchanged += 1
+            return live
+        for _ in range(APPLY_ATTEMPTS):
+            if live is None:
+                created = await self._create(manifest)
+                if created is not None:
+                    report.created.append(str(manifest))
+                    return created
+                live = await self._read(manifest)  # exists after all: judged below
+                if live is None:
+                    continue
+            try:
+                return await self._update(manifest, live, report)
+            except ApiError as exc:
+                if not is_conflict(exc):
+                    raise ApplyError(f"apply {manifest}: {api_message(exc)}", exc) from None
+            # Changed since it was judged (annotated, relabelled, deleted): judge it again.
+            live = await self._read(manifest)
+        raise ApplyError(f"apply {manifest}: it kept changing while it was written", None)
+
+    async def _update(
+        self, manifest: Manifest, live: dict[str, Any], report: ApplyReport
+    ) -> dict[str, Any]:
+        """Write an existing object once it is judged ours and not opted out; the write holds
+        the judged version as its precondition, so a change meanwhile (an opt-out, new labels)
+        answers 409 and is judged again rather than written over."""
+        if (owner := tenant_of(live)) and owner != tenant_of(manifest.obj):
+            raise OtherTenantsObject(manifest, owner)
+        if not is_ours(live, manifest.obj):
+            self._not_ours.add(manifest.ref)
+            raise NotOursObject(manifest, live)
+        self._not_ours.discard(manifest.ref)
+        if is_unmanaged(live):
             report.unmanaged.append(str(manifest))
             return live
-        if manifest.create_only:
-            if live is not None:
-                report.unchanged += 1
-                return live
-            return await self._create(manifest, report)
-        if live is not None and (owner := tenant_of(live)) and owner != tenant_of(manifest.obj):
-            raise OtherTenantsObject(manifest, owner)
-        if live is not None and covers(live, manifest.obj):
+        if covers(live, manifest.obj):
             report.unchanged += 1
             return live
+        version = live["metadata"].get("resourceVersion") or ""
         refused = self._refused.pop(manifest.ref, None)
-        if live is not None and refused and refused[0] == live["metadata"].get("resourceVersion"):
+        if refused and refused[0] == version:
             self._refused[manifest.ref] = refused  # unchanged since: refused again, unwritten
             raise ForeignObject(manifest, live, refused[1])
         try:
-            applied = await self._server_side_apply(manifest, live)
+            applied = await self._patch(manifest, version)
         except ApiError as exc:
-            if is_invalid(exc):
-                await self._refuse_takeover(manifest, live, exc)
-            raise ApplyError(f"apply {manifest}: {api_message(exc)}", exc) from None
+            if is_invalid(exc) and not carries_labels(live, manifest.obj):
+                self._refused[manifest.ref] = (version, exc)
+                raise ForeignObject(manifest, live, exc) from None
+            raise
         report.applied.append(str(manifest))
-        if live is None and (others := set(managers_of(applied)) - {self.field_manager}):
-            log.info("adopted %s, made by %s", manifest, ", ".join(sorted(others)))
-        else:
-            log.debug("applied %s", manifest)
+        if not carries_labels(live, manifest.obj):
+            log.info("adopted %s, made by %s", manifest, ", ".join(managers_of(live)) or "?")
         return applied
 
-    async def _server_side_apply(
-        self, manifest: Manifest, live: dict[str, Any] | None
-    ) -> dict[str, Any]:
-        """Apply ``manifest``, taking over the fields other managers hold. Where the caches
-        saw no object (``live`` None: none labelled as ours), the first try does not force:
-        an object that exists anyway and whose fields another manager set answers 409, and is
-        read and checked before it is taken over, so none whose tracking labels name another
-        tenant ever is (docs/contract.md §3.7); a missing one is simply created."""
-        if live is None:
-            try:
-                return await self._patch(manifest, force=False)
-            except ApiError as exc:
-                if not is_conflict(exc):
-                    raise
-            found = await self.get(manifest.kind, manifest.name, manifest.namespace)
-            owner = tenant_of(found) if found is not None else None
-            if owner is not None and owner != tenant_of(manifest.obj):
-                raise OtherTenantsObject(manifest, owner)
-        return await self._patch(manifest, force=True)
-
-    async def _patch(self, manifest: Manifest, *, force: bool) -> dict[str, Any]:
+    async def _patch(self, manifest: Manifest, version: str) -> dict[str, Any]:
+        """Server-side apply with force, on ``version`` only (the API answers 409 otherwise)."""
+        body = {**manifest.obj, "metadata": {**manifest.obj["metadata"]}}
+        body["metadata"]["resourceVersion"] = version
         return dict(
             await self.client.patch(
                 manifest.kind.resource,
                 manifest.name,
-                manifest.obj,
+                body,
                 namespace=manifest.namespace,
                 patch_type=PatchType.APPLY,
                 field_manager=self.field_manager,
-                force=force,
+                force=True,
             )
         )
 
-    async def _refuse_takeover(
-        self, manifest: Manifest, live: dict[str, Any] | None, exc: ApiError
-    ) -> None:
-        """A 422 on an object someone else made (``live``, or read now when the caches did not
-        see it) → ``ForeignObject``, remembered at the refused version."""
-        if live is None:
-            live = await self.get(manifest.kind, manifest.name, manifest.namespace)
-        if live is None or carries_labels(live, manifest.obj):
-            return  # ours, or gone: an ordinary failure
-        self._refused[manifest.ref] = (live["metadata"].get("resourceVersion") or "", exc)
-        raise ForeignObject(manifest, live, exc) from None
+    async def _create(self, manifest: Manifest) -> dict[str, Any] | None:
+        """Create ``manifest``; None when something has its name already (never written
+        over). The fields are then owned as by an apply, so a later apply that renders fewer
+        removes the rest."""
+        try:
+            created = dict(
+                await self.client.create(
+                    manifest.kind.resource(manifest.obj), field_manager=self.field_manager
+                )
+            )
+        except ApiError as exc:
+            if is_conflict(exc):
+                return None
+            raise ApplyError(f"create {manifest}: {api_message(exc)}", exc) from None
+        self._refused.pop(manifest.ref, None)
+        self._not_ours.discard(manifest.ref)
+        log.debug("created %s", manifest)
+        return await self._owned_as_applied(manifest, created)
 
-    async def _create(self, manifest: Manifest, report: ApplyReport) -> dict[str, Any] | None:
+    async def _owned_as_applied(
+        self, manifest: Manifest, created: dict[str, Any]
+    ) -> dict[str, Any]:
+        """A create records our fields as an Update; turn that entry into our Apply entry (what
+        kubectl's client-side-to-server-side upgrade does), on the created version only."""
+        meta = created["metadata"]
+        entries: list[dict[str, Any]] = meta.get("managedFields") or []
+        upgraded = [
+            {**entry, "operation": "Apply"}
+            if entry.get("manager") == self.field_manager
+            and entry.get("operation") == "Update"
+            and not entry.get("subresource")
+            else entry
+            for entry in entries
+        ]
+        if upgraded == entries:
+            return created
+        patch = [
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
+            {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
+        ]
+        try:
+            return dict(
+                await self.client.patch(
+                    manifest.kind.resource,
+                    manifest.name,
+                    patch,
+                    namespace=manifest.namespace,
+                    patch_type=PatchType.JSON,
+                    field_manager=self.field_manager,
+                )
+            )
+        except ApiError as exc:
+            # Changed meanwhile: the next apply of ours owns the fields it sets all the same.
+            log.debug("%s: managedFields left as created: %s", manifest, api_message(exc))
+            return created
+
+    async def _create_only(self, manifest: Manifest, report: ApplyReport) -> dict[str, Any] | None:
         try:
             created = await self.client.create(manifest.kind.resource(manifest.obj))
         except ApiError as exc:

@@ -80,9 +80,9 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
 ) -> None:
     name = unique("goodbye")
     tns = f"ai-tenant-{name}"
-    maas_api.keys[name] = 3
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
+    maas_api.keys[name] = 3  # minted while it is Active
 
     # What users and other MaaS controllers put around the tenant.
     await kube.patch(
@@ -112,7 +112,7 @@ async def test_deletion_revokes_cleans_and_keeps_user_objects(
     await kube.delete(AITenant, name, namespace=AITENANT_NS)
     await wait_gone(kube, name)
 
-    assert maas_api.revocations(name) == [3]
+    assert maas_api.revocations(name) == [0, 3], "at provisioning (none left), at deletion"
     assert await gone(kube, MaasTenantConfig, "default-tenant", tns)
     assert await gone(kube, MaaSSubscription, "sub", tns)
     assert await gone(kube, MaaSAuthPolicy, "pol", tns)
@@ -179,9 +179,9 @@ async def test_unreachable_maas_api_blocks_deletion_until_it_answers(
 ) -> None:
     name = unique("blocked")
     tns = f"ai-tenant-{name}"
-    maas_api.keys[name] = 2
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
+    maas_api.keys[name] = 2
     maas_api.fail_status = 503
     try:
         await kube.delete(AITenant, name, namespace=AITENANT_NS)
@@ -207,7 +207,7 @@ async def test_unreachable_maas_api_blocks_deletion_until_it_answers(
     finally:
         maas_api.fail_status = None
     await wait_gone(kube, name, timeout=60)
-    assert [n for n in maas_api.revocations(name) if n >= 0] == [2]
+    assert [n for n in maas_api.revocations(name) if n >= 0] == [0, 2]
 
 
 async def test_revocations_hanging_on_maas_api_do_not_hold_the_workers(
@@ -242,32 +242,14 @@ async def test_revocations_hanging_on_maas_api_do_not_hold_the_workers(
         await wait_gone(kube, name, timeout=90)
 
 
-async def test_revoked_annotation_skips_revocation(
-    kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
-) -> None:
-    name = unique("prerevoked")
-    await make_tenant(kube, name)
-    await wait_phase(kube, name, "Active")
-    await kube.patch(
-        AITenant,
-        name,
-        {"metadata": {"annotations": {"maas.opendatahub.io/api-keys-revoked": "true"}}},
-        namespace=AITENANT_NS,
-        patch_type=PatchType.MERGE,
-    )
-    await kube.delete(AITenant, name, namespace=AITENANT_NS)
-    await wait_gone(kube, name)
-    assert maas_api.revocations(name) == []
-
-
 async def test_revocation_is_recorded_once_and_not_repeated_after_restart(
     kube: AsyncClient, controller: RunningController, maas_api: FakeMaasApi, unique: Names
 ) -> None:
     name = unique("once")
     tns = f"ai-tenant-{name}"
-    maas_api.keys[name] = 4
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
+    maas_api.keys[name] = 4
     # A MaaSSubscription whose own controller is slow to let go holds the config cleanup.
     sub = samples.maas_subscription("slow", tns, finalizers=["example.com/slow"])
     await kube.create(MaaSSubscription.from_dict(sub))
@@ -303,7 +285,7 @@ async def test_revocation_is_recorded_once_and_not_repeated_after_restart(
         patch_type=PatchType.MERGE,
     )
     await wait_gone(kube, name)
-    assert maas_api.revocations(name) == [4]
+    assert maas_api.revocations(name) == [0, 4]
 
 
 async def test_unmanaged_gateway_auth_policy_is_kept(
@@ -390,6 +372,10 @@ async def test_deletion_timeout_forces_cleanup(
         f"Deletion timeout (2s) reached for AITenant {AITENANT_NS}/{name}; cleanup finalizer "
         "removed without successful cleanup — API keys may still exist"
     ]
+    # The forced path tried the revocation once, and says what it could not do.
+    unrevoked = [m for t, r, m in events if (t, r) == ("Warning", "APIKeysNotRevoked")]
+    assert len(unrevoked) == 1, events
+    assert f"/internal/v1/tenants/{name}/api-keys failed: HTTP 500" in unrevoked[0]
     ns = await kube.get(Namespace, tns)
     assert ns.metadata is not None
     assert "maas.opendatahub.io/tenant-name" not in (ns.metadata.labels or {})

@@ -615,10 +615,10 @@ async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritt
     cluster: LocalCluster, kube: AsyncClient, controller: RunningController, unique: Names
 ) -> None:
     """A maas-api Deployment another controller made (its own selector, none of our labels) is
-    invisible to our label-selected caches. The takeover the API refuses (the selector is
-    immutable) is written once, reported with who made it and the fix, and not retried while
-    the object stays as it is; deleting it lets the platform be applied and the tenant go
-    Active."""
+    invisible to our label-selected caches. The create that finds its name taken is the only
+    write; it is read, reported as in the way with who made it and the fix, and later passes
+    only read it (docs/differences.md D32); deleting it lets the platform be applied and the
+    tenant go Active."""
     name = unique("theirs")
     deployment = f"maas-api-{name}"
     selector = {"app": f"theirs-{name}"}
@@ -645,10 +645,11 @@ async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritt
     await make_tenant(kube, name)
 
     message = ready(await config_with_reason(kube, name, "ApplyFailed"))["message"]
-    assert f"Deployment {INFRA_NS}/{deployment}" in message
-    assert "made by maas-controller" in message
-    assert "field is immutable" in message
-    assert "delete it" in message
+    assert message == (
+        f"Deployment {INFRA_NS}/{deployment} is in the way: it exists, made by maas-controller, "
+        f"without {contract.LABEL_TENANT_NAME}={name}, and is not taken over; rename or delete "
+        "it and the platform is applied"
+    )
     for _ in range(3):  # passes as the 30 s requeue (or any event) would bring
         await reconcile_config(controller, name)
 
@@ -664,9 +665,10 @@ async def test_a_same_named_deployment_someone_else_made_is_reported_not_rewritt
             and event.get("stage") == "ResponseComplete"
         ]
 
-    # One takeover: an apply that does not force (409: someone else's fields; the object is
-    # then read and found to name no other tenant), then the forced one the API refuses.
-    assert writes_of_it() == [409, 422], "the refused takeover is not retried while nothing changed"
+    assert writes_of_it() == [409], "one create that found the name taken, never a write over it"
+    live = await get(kube, kinds.DEPLOYMENT, deployment, INFRA_NS)
+    assert live["spec"]["selector"]["matchLabels"] == selector
+    assert contract.LABEL_TENANT_NAME not in (live["metadata"].get("labels") or {})
     await kube.delete(kinds.DEPLOYMENT.resource, deployment, namespace=INFRA_NS)
     await reconcile_config(controller, name)  # its requeue, 30 s later
     await wait_phase(kube, name, "Active")

@@ -121,7 +121,8 @@ async def test_apply_all_writes_prerequisites_first_then_the_rest_at_once() -> N
     class Recording:
         """Records which objects are being written at once."""
 
-        async def patch(self, resource: Any, name: str, obj: Any, **_: Any) -> dict[str, Any]:
+        async def create(self, obj: Any, **_: Any) -> dict[str, Any]:
+            name = obj["metadata"]["name"]
             in_flight.add(name)
             peak.append(set(in_flight))
             await asyncio.sleep(0.01)
@@ -130,7 +131,7 @@ async def test_apply_all_writes_prerequisites_first_then_the_rest_at_once() -> N
 
     applier = Applier(Recording())  # type: ignore[arg-type]
     report = await applier.apply_all(manifests, lambda _: None)
-    assert report.applied == [str(m) for m in manifests]
+    assert report.created == [str(m) for m in manifests]
     assert report.writes == 4
     assert peak == [{"s"}, {"s", "sa"}, {"d"}, {"d", "svc"}]
 
@@ -141,10 +142,7 @@ async def test_an_object_no_cache_answers_for_is_read_first_and_left_alone_if_it
 
     from ..scripted_api import ScriptedApi, ok
 
-    desired = copy.deepcopy(DESIRED)
-    desired["metadata"]["namespace"] = "infra"
-    live = live_copy()
-    live["metadata"]["namespace"] = "infra"
+    desired, live = ours(DESIRED), ours(live_copy())
     path = "/apis/apps/v1/namespaces/infra/deployments/maas-api-a"
     api = ScriptedApi().on("GET", path, ok(live))
 
@@ -155,10 +153,31 @@ async def test_an_object_no_cache_answers_for_is_read_first_and_left_alone_if_it
     assert report.writes == 0
 
 
-async def test_a_same_named_object_someone_else_made_is_refused_once_then_only_read() -> None:
-    """The caches (label-selected) do not see it; the apply the API refuses (422, immutable
-    selector) becomes ``ForeignObject`` naming its manager and the fix, and later passes read
-    it without writing again until it changes; once it is gone, it is created."""
+def ours(obj: dict[str, Any], tenant: str = "a") -> dict[str, Any]:
+    """``obj`` in namespace infra with the tracking labels of ``tenant``."""
+    from aitenant import contract
+
+    obj = copy.deepcopy(obj)
+    obj["metadata"]["namespace"] = "infra"
+    obj["metadata"]["labels"] = {
+        **obj["metadata"].get("labels", {}),
+        contract.LABEL_TENANT_NAME: tenant,
+        contract.LABEL_TENANT_NAMESPACE: f"ai-tenant-{tenant}",
+    }
+    return obj
+
+
+DEPLOYMENTS = "/apis/apps/v1/namespaces/infra/deployments"
+PATH = f"{DEPLOYMENTS}/maas-api-a"
+
+
+async def test_a_same_named_object_of_ours_someone_else_made_is_refused_once_then_only_read() -> (
+    None
+):
+    """One with this tenant's labels that another controller made (the reference, before a
+    takeover): the apply the API refuses (422, immutable selector) becomes ``ForeignObject``
+    naming its manager and the fix, and later passes read it without writing again until it
+    changes; once it is gone, it is created."""
     import pytest
 
     from aitenant.platform.apply import Applier, ForeignObject
@@ -166,14 +185,14 @@ async def test_a_same_named_object_someone_else_made_is_refused_once_then_only_r
 
     from ..scripted_api import ScriptedApi, ok, status
 
-    desired = copy.deepcopy(DESIRED)
-    desired["metadata"]["namespace"] = "infra"
-    theirs = live_copy()
-    theirs["metadata"].update(namespace="infra", labels={"app": "maas-api"})
+    desired = ours(DESIRED)
+    theirs = ours(live_copy())
+    theirs["metadata"]["labels"]["app.kubernetes.io/name"] = "theirs"
     theirs["metadata"]["managedFields"] = [{"manager": "maas-controller", "operation": "Apply"}]
-    path = "/apis/apps/v1/namespaces/infra/deployments/maas-api-a"
     refused = status(422, "Invalid", "spec.selector: field is immutable")
-    api = ScriptedApi().on("PATCH", path, refused).on("GET", path, ok(theirs))
+    exists = status(409, "AlreadyExists", "already exists")
+    api = ScriptedApi().on("CREATE", DEPLOYMENTS, exists).on("PATCH", PATH, refused)
+    api.on("GET", PATH, ok(theirs))
     applier = Applier(api.client())
 
     for _ in range(3):
@@ -184,56 +203,87 @@ async def test_a_same_named_object_someone_else_made_is_refused_once_then_only_r
         assert "field is immutable" in message
         assert "delete it" in message
         assert not raised.value.transient
-    assert [s.verb for s in api.sent] == ["PATCH", "GET", "GET", "GET"], "one refused write"
+    verbs = [s.verb for s in api.sent]
+    assert verbs == ["CREATE", "GET", "PATCH", "GET", "GET"], "one refused write"
+    assert api.sent[2].body["metadata"]["resourceVersion"] == "7", "on the version judged"
 
-    gone = ScriptedApi().on("PATCH", path, ok(live_copy()))  # unscripted GET: 404
+    created = ours(live_copy())
+    created["metadata"]["managedFields"] = [
+        {"manager": "aitenant-controller", "operation": "Update", "fieldsV1": {"f:spec": {}}}
+    ]
+    gone = ScriptedApi().on("CREATE", DEPLOYMENTS, ok(created, 201))
+    gone.on("PATCH", PATH, ok(created))  # unscripted GET: 404
     applier.client = gone.client()
     report = await applier.apply_all([Manifest(desired)], lambda _: None)
-    assert report.writes == 1
-    assert [s.verb for s in gone.sent] == ["GET", "PATCH"]
+    assert report.created == [str(Manifest(desired))]
+    assert [s.verb for s in gone.sent] == ["GET", "CREATE", "PATCH"]
+    upgrade = gone.sent[2]
+    assert upgrade.body[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
+    assert upgrade.body[1]["value"][0]["operation"] == "Apply", "owned as by an apply"
 
 
-async def test_an_unseen_object_of_another_tenant_is_never_forced() -> None:
-    """The caches see only our labelled objects. Where they saw nothing, the apply does not
-    force: an object that exists anyway answers 409, is read, and one whose tracking labels
-    name another tenant is refused without a forced write (docs/contract.md §3.7); an object
-    with no tenant's labels is taken over as before."""
+async def test_an_object_without_our_labels_is_never_written() -> None:
+    """The caches see only our labelled objects. Where they saw nothing, the object is created,
+    never applied: one that exists anyway answers 409, is read, and is refused without a write
+    whether its tracking labels name another tenant, none, or it is annotated to be kept
+    (docs/contract.md §3.7, docs/differences.md D32); later passes only read it."""
     import pytest
 
     from aitenant import contract
-    from aitenant.platform.apply import Applier, OtherTenantsObject
+    from aitenant.platform.apply import Applier, NotOursObject, OtherTenantsObject
     from aitenant.platform.render import Manifest
 
     from ..scripted_api import ScriptedApi, ok, status
 
-    desired = copy.deepcopy(DESIRED)
-    desired["metadata"]["namespace"] = "infra"
-    desired["metadata"]["labels"].update(
-        {contract.LABEL_TENANT_NAME: "a", contract.LABEL_TENANT_NAMESPACE: "ai-tenant-a"}
-    )
-    theirs = live_copy()
-    theirs["metadata"].update(
-        namespace="infra",
-        labels={contract.LABEL_TENANT_NAME: "b", contract.LABEL_TENANT_NAMESPACE: "ai-tenant-b"},
-    )
-    path = "/apis/apps/v1/namespaces/infra/deployments/maas-api-a"
-    conflict = status(409, "Conflict", "Apply failed with 1 conflict")
-    api = ScriptedApi().on("PATCH", path, conflict).on("GET", path, ok(theirs))
-
-    with pytest.raises(OtherTenantsObject) as raised:
+    desired = ours(DESIRED)
+    exists = status(409, "AlreadyExists", "already exists")
+    api = ScriptedApi().on("CREATE", DEPLOYMENTS, exists)
+    api.on("GET", PATH, ok(ours(live_copy(), "b")))
+    with pytest.raises(OtherTenantsObject) as other:
         await Applier(api.client()).apply_all([Manifest(desired)], lambda _: None)
-    assert "belongs to tenant b" in str(raised.value)
-    assert [s.verb for s in api.sent] == ["PATCH", "GET"], "no forced write"
-    assert api.sent[0].params.get("force") != "true"
+    assert "belongs to tenant b" in str(other.value)
+    assert [s.verb for s in api.sent] == ["CREATE", "GET"], "no write over it"
 
     unlabelled = live_copy()
-    unlabelled["metadata"].update(namespace="infra", labels={})
-    adopt = ScriptedApi().on("PATCH", path, conflict, ok(live_copy()))
-    adopt.on("GET", path, ok(unlabelled))
-    report = await Applier(adopt.client()).apply_all([Manifest(desired)], lambda _: None)
-    assert report.writes == 1
-    assert [s.verb for s in adopt.sent] == ["PATCH", "GET", "PATCH"]
-    assert [s.params.get("force") for s in adopt.sent if s.verb == "PATCH"] == [None, "true"]
+    unlabelled["metadata"].update(
+        namespace="infra",
+        labels={contract.LABEL_MANAGED_BY: "db-operator"},
+        annotations={contract.ANNOTATION_OPENDATAHUB_MANAGED: "false"},
+    )
+    api = ScriptedApi().on("CREATE", DEPLOYMENTS, exists).on("GET", PATH, ok(unlabelled))
+    applier = Applier(api.client())
+    for _ in range(2):
+        with pytest.raises(NotOursObject) as raised:
+            await applier.apply_all([Manifest(desired)], lambda _: None)
+        assert str(raised.value) == (
+            "Deployment infra/maas-api-a is in the way: it exists, made by db-operator "
+            "(app.kubernetes.io/managed-by) and annotated to be kept, without "
+            "maas.opendatahub.io/tenant-name=a, and is not taken over; rename or delete it "
+            "and the platform is applied"
+        )
+    assert [s.verb for s in api.sent] == ["CREATE", "GET", "GET"], "later passes only read"
+
+
+async def test_an_object_changed_since_it_was_read_is_judged_again() -> None:
+    """The apply holds the version judged: an opt-out written meanwhile answers 409 and the
+    fresh copy is honoured, not written over."""
+    from aitenant import contract
+    from aitenant.platform.apply import Applier
+    from aitenant.platform.render import Manifest
+
+    from ..scripted_api import ScriptedApi, ok, status
+
+    desired = ours(DESIRED)
+    cached = ours(live_copy())
+    cached["spec"]["replicas"] = 4  # drift: an apply is due
+    kept = copy.deepcopy(cached)
+    kept["metadata"]["annotations"] = {contract.ANNOTATION_OPENDATAHUB_MANAGED: "false"}
+    changed = status(409, "Conflict", "the object has been modified")
+    api = ScriptedApi().on("PATCH", PATH, changed).on("GET", PATH, ok(kept))
+    report = await Applier(api.client()).apply_all([Manifest(desired)], lambda _: cached)
+    assert report.unmanaged == [str(Manifest(desired))]
+    assert [s.verb for s in api.sent] == ["PATCH", "GET"]
+    assert api.sent[0].params.get("force") == "true"
 
 
 def test_who_made_an_object_leaves_out_those_that_only_report_its_status() -> None:

@@ -138,9 +138,9 @@ class TenantFinalizer:
 
     # -- steps ---------------------------------------------------------------------------------
     async def ensure_api_keys_revoked(self, ctx: TenantContext, status: StatusWriter) -> None:
+        # Only the status, which a requester cannot write, says it is done: the reference's
+        # api-keys-revoked annotation is theirs to set at create and skips nothing here.
         tenant = ctx.tenant
-        if tenant.annotations.get(contract.ANNOTATION_API_KEYS_REVOKED) == "true":
-            return
         cond = conditions.find_condition(status.status, contract.CONDITION_API_KEYS_REVOKED)
         if cond is not None and cond.get("status") == "True":
             return
@@ -257,7 +257,7 @@ class TenantFinalizer:
 
     async def release_infra_namespace_labels(self, ctx: TenantContext) -> None:
         await release_gateway_labels(
-            self.client, self.reads, self.settings.effective_infra_namespace, ctx
+            self.client, self.reads, self.claims, self.settings.effective_infra_namespace, ctx
         )
 
     async def remove_finalizer(self, status: StatusWriter) -> None:
@@ -282,9 +282,29 @@ class TenantFinalizer:
                 )
 
     # -- deletion timeout ----------------------------------------------------------------------
+    async def revoke_once(self, ctx: TenantContext, status: StatusWriter) -> None:
+        """The forced path's one try at the keys, unless revoked already; what it could not do
+        is a Warning Event (a later tenant of this name revokes them before it is Active)."""
+        tenant = ctx.tenant
+        cond = conditions.find_condition(status.status, contract.CONDITION_API_KEYS_REVOKED)
+        if cond is not None and cond.get("status") == "True":
+            return
+        outcome = await self.revocations.once(self.settings.maas_api_url(tenant.name))
+        if isinstance(outcome, int):
+            log.info("aitenant %s/%s: revoked %d API keys", tenant.namespace, tenant.name, outcome)
+            return
+        await self.events.record(
+            tenant.obj,
+            "Warning",
+            Reason.API_KEYS_NOT_REVOKED_EVENT,
+            contract.Message.API_KEYS_NOT_REVOKED_EVENT.format(
+                namespace=tenant.namespace, name=tenant.name, error=outcome
+            ),
+        )
+
     async def force_cleanup(self, ctx: TenantContext, status: StatusWriter) -> Result:
         tenant = ctx.tenant
-        self.revocations.forget(tenant.namespace, tenant.name)  # the forced path revokes nothing
+        self.revocations.forget(tenant.namespace, tenant.name)
         timeout = format_duration(self.settings.deletion_timeout)
         already_forced = conditions.ready_reason(status.written) == Reason.CLEANUP_FORCED
         status.set_phase(
@@ -305,6 +325,7 @@ class TenantFinalizer:
                     timeout=timeout, namespace=tenant.namespace, name=tenant.name
                 ),
             )
+        await self.revoke_once(ctx, status)
         steps = (
             lambda: self.delete_tenant_config(ctx),
             lambda: self.roles.delete_tenant_rbac(ctx),
@@ -326,11 +347,29 @@ class TenantFinalizer:
 
 
 async def release_gateway_labels(
-    client: AsyncClient, reads: CachedReads, infra: str, ctx: TenantContext
+    client: AsyncClient,
+    reads: CachedReads,
+    claims: GatewayClaims,
+    infra: str,
+    ctx: TenantContext,
 ) -> None:
     """Take ``ctx``'s Gateway out of the infra namespace's label ledger, and the labels only it
     wanted off the namespace (docs/contract.md §5.1-8); used by a deletion, and by a pass whose
-    tenant moved to another Gateway."""
+    tenant moved to another Gateway. Only the holder of the Gateway's claim, or a tenant of a
+    Gateway no one holds, releases them: a tenant that lost the claim to another (two created
+    at once, past the webhook's view) would otherwise take the holder's labels, and with them
+    its HTTPRoute's acceptance (docs/differences.md D27)."""
+    holder = await claims.held_by_another(ctx)
+    if holder is not None:
+        log.info(
+            "aitenant %s/%s: keeping the infra labels of Gateway %s/%s: held by AITenant %s/%s",
+            ctx.tenant.namespace,
+            ctx.tenant.name,
+            ctx.gateway_namespace,
+            ctx.gateway_name,
+            *holder,
+        )
+        return
     ns = await reads.get(Namespace, infra)
     if ns is None:
         return

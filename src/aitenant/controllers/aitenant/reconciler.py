@@ -28,6 +28,7 @@ from aitenant.controllers.aitenant.deletion import release_gateway_labels
 from aitenant.controllers.aitenant.gateway_claim import GatewayClaims
 from aitenant.controllers.aitenant.legacy_migration import LegacyMigration
 from aitenant.controllers.aitenant.rbac import TenantRoles
+from aitenant.controllers.aitenant.stale_keys import REQUEUE_STALE_REVOCATION, StaleKeys
 from aitenant.controllers.finalizers import ensure_finalizer
 from aitenant.controllers.status import StatusWriter
 from aitenant.errors import StepFailed, after_failure
@@ -59,6 +60,7 @@ class AITenantReconciler:
         remember: Callable[[Obj], None],
         reads: CachedReads,
         finalize: Finalize,
+        stale_keys: StaleKeys,
     ) -> None:
         self.client = client
         # Children (Gateway, claim, config, Roles) from informers where the manager runs them.
@@ -69,6 +71,7 @@ class AITenantReconciler:
         self.get_tenant = get_tenant
         self.remember = remember
         self.finalize = finalize
+        self.stale_keys = stale_keys
         self.claims = GatewayClaims(
             client=client, reads=reads, namespace=settings.aitenant_namespace
         )
@@ -137,6 +140,9 @@ class AITenantReconciler:
             )
             await status.flush()
             return RequeueAfter(REQUEUE_FAILED)
+        if not await self.stale_keys.revoked(tenant, status):
+            await status.flush()
+            return RequeueAfter(REQUEUE_STALE_REVOCATION)
         status.set_phase(contract.PHASE_ACTIVE, Reason.RECONCILED, contract.Message.RECONCILED)
         await status.flush()
         return Done()
@@ -162,10 +168,8 @@ class AITenantReconciler:
         if not all(previous) or previous == (ctx.gateway_namespace, ctx.gateway_name):
             return
         old = TenantContext(ctx.tenant, ctx.tenant_namespace, *previous)
-        if await self.claims.held_by_another(old) is not None:
-            return
         await release_gateway_labels(
-            self.client, self.reads, self.settings.effective_infra_namespace, old
+            self.client, self.reads, self.claims, self.settings.effective_infra_namespace, old
         )
 
     async def check_gateway(self, ctx: TenantContext) -> Obj:

@@ -63,7 +63,7 @@ class KeyRevoker:
             return True
         return ssl.create_default_context(cafile=str(self.ca_file))
 
-    async def revoke(self, url: str) -> int:
+    async def revoke(self, url: str, *, attempts: int | None = None) -> int:
         """Revoke every key of the tenant behind ``url``; return how many were revoked."""
         import httpx  # only deletions need it: not imported at process start
 
@@ -71,7 +71,7 @@ class KeyRevoker:
         async with httpx.AsyncClient(
             verify=self._verify(), timeout=self.timeout, transport=self.transport
         ) as http:
-            for attempt in range(self.attempts):
+            for attempt in range(attempts or self.attempts):
                 if attempt:
                     await asyncio.sleep(self.backoff * 2 ** (attempt - 1))
                 try:
@@ -119,12 +119,15 @@ class Revocations:
         self.wake: Callable[[str, str], None] | None = None
         self.retry_after_failure = retry_after_failure
         self._turns = asyncio.Semaphore(concurrency)
+        # New tenants' revocations (stale_keys.py) take turns of their own: deletions hanging
+        # on maas-apis that never answer must not keep a new tenant from going Active.
+        self._provisioning_turns = asyncio.Semaphore(concurrency)
         self._tasks: dict[RevocationKey, asyncio.Task[int]] = {}
         # Failures in a row and the loop time before which no new call is made.
         self._failed: dict[RevocationKey, tuple[int, float]] = {}
 
     async def outcome(
-        self, key: RevocationKey, grace: float = REVOCATION_GRACE
+        self, key: RevocationKey, grace: float = REVOCATION_GRACE, *, provisioning: bool = False
     ) -> int | RevocationError | None:
         """The count revoked, the failure, or None while the revocation runs (started here if
         it was not running) after waiting for it at most ``grace`` seconds."""
@@ -132,7 +135,8 @@ class Revocations:
         if task is None:
             if self._backing_off(key):
                 return None
-            task = asyncio.create_task(self._revoke(key), name=f"revoke {key[0]}/{key[1]}")
+            turns = self._provisioning_turns if provisioning else self._turns
+            task = asyncio.create_task(self._revoke(key, turns), name=f"revoke {key[0]}/{key[1]}")
             self._tasks[key] = task
             await asyncio.wait({task}, timeout=grace)
             # Ended within the grace: this pass reads it, nobody needs waking.
@@ -171,11 +175,27 @@ class Revocations:
         for key in [k for k in self._failed if k[:2] == (namespace, name)]:
             del self._failed[key]
 
+    async def once(self, url: str) -> int | RevocationError:
+        """One call, in the caller's pass (the forced deletion's last try): the count revoked
+        or why not."""
+
+        async def call() -> int:
+            async with self._turns:
+                return await self.revoker.revoke(url, attempts=1)
+
+        try:
+            # Bounded, the wait for a turn included: the pass holds a worker.
+            return await asyncio.wait_for(call(), self.revoker.timeout)
+        except RevocationError as exc:
+            return exc
+        except TimeoutError:
+            return RevocationError(f"API key revocation via DELETE {url} failed: no answer")
+
     def running(self) -> int:
         return sum(1 for task in self._tasks.values() if not task.done())
 
-    async def _revoke(self, key: RevocationKey) -> int:
-        async with self._turns:
+    async def _revoke(self, key: RevocationKey, turns: asyncio.Semaphore) -> int:
+        async with turns:
             return await self.revoker.revoke(key[3])
 
     def _woken_after_backoff(self, key: RevocationKey) -> None:

@@ -23,6 +23,7 @@ from aitenant.controllers.aitenant.deletion import TenantFinalizer
 from aitenant.controllers.aitenant.gateway_claim import CLAIM_OWNER_INDEX, claim_owner_names
 from aitenant.controllers.aitenant.reconciler import AITenantReconciler
 from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
+from aitenant.controllers.aitenant.stale_keys import StaleKeys
 from aitenant.controllers.caches import Caches
 from aitenant.controllers.predicates import settled, status_overwritten
 from aitenant.resources import Obj, annotations_of
@@ -80,6 +81,7 @@ def reconciler(
         remember=caches.tenants.remember,
         reads=caches.reads,
         finalize=finalizer,
+        stale_keys=StaleKeys(revocations=revocations, settings=settings),
     )
 
 

@@ -201,16 +201,23 @@ async def test_a_config_without_the_cleanup_finalizer_gets_it_before_its_delete(
     }
 
 
-async def test_after_the_timeout_cleanup_is_forced_without_revocation() -> None:
+async def test_after_the_timeout_cleanup_is_forced_trying_the_revocation_once() -> None:
+    """One call, no retry; what it could not do is a Warning Event of its own."""
     api = scripted()
     revoker, calls = maas_api(httpx.Response(503))
 
     assert await finalize(api, revoker, deleting(), minutes=11) == Done()
 
-    assert calls == []
+    assert calls == ["DELETE https://maas-api.test/red/api-keys"]
     assert ready(last_status(api))["reason"] == "CleanupForced"
-    (event,) = api.bodies("CREATE", EVENTS)
-    assert (event["type"], event["reason"]) == ("Warning", "AITenantCleanupForced")
+    forced, unrevoked = api.bodies("CREATE", EVENTS)
+    assert (forced["type"], forced["reason"]) == ("Warning", "AITenantCleanupForced")
+    assert (unrevoked["type"], unrevoked["reason"]) == ("Warning", "APIKeysNotRevoked")
+    assert unrevoked["message"] == (
+        f"Forced cleanup of AITenant {NS}/red could not revoke its API keys, which stay valid "
+        "until revoked (its next tenant of this name revokes them first): API key revocation "
+        "via DELETE https://maas-api.test/red/api-keys failed: HTTP 503: "
+    )
     assert api.writes[-1] == ("PATCH", f"{TENANTS}/red")
 
 
@@ -340,7 +347,9 @@ async def test_a_forced_cleanup_cancels_a_running_revocation() -> None:
         await asyncio.Event().wait()
         raise AssertionError("never answers")
 
-    revoker = KeyRevoker(ca_file=None, backoff=0.0, transport=httpx.MockTransport(handle))
+    revoker = KeyRevoker(
+        ca_file=None, backoff=0.0, timeout=0.2, transport=httpx.MockTransport(handle)
+    )
     revocations = Revocations(revoker)
     api = scripted()
     await finalize(api, revoker, deleting(), revocations=revocations)

@@ -8,6 +8,8 @@ from typing import Any
 from aitenant import contract, naming
 from aitenant.controllers.aitenant.infra_labels import LEDGER
 from aitenant.controllers.aitenant.reconciler import AITenantReconciler, config_not_ready_message
+from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
+from aitenant.controllers.aitenant.stale_keys import StaleKeys
 from aitenant.controllers.status import StatusWriter
 from aitenant.resources import AITenantView
 from aitenant.runtime.cache.reads import CachedReads
@@ -43,6 +45,19 @@ def tenant(name: str, namespace: str = NS, **meta: Any) -> dict[str, Any]:
     }
 
 
+class StandInRevoker(KeyRevoker):
+    """maas-api's revocation endpoint: counts the calls, each revokes ``stale`` keys."""
+
+    def __init__(self) -> None:
+        super().__init__(ca_file=None)
+        self.calls: list[str] = []
+        self.stale = 0
+
+    async def revoke(self, url: str, *, attempts: int | None = None) -> int:
+        self.calls.append(url)
+        return self.stale
+
+
 class Harness:
     """One reconciler over a scripted API; the informer is a dict of tenants."""
 
@@ -50,6 +65,7 @@ class Harness:
         self.api = ScriptedApi()
         self.tenants = {(t["metadata"]["namespace"], t["metadata"]["name"]): t for t in tenants}
         self.finalized: list[str] = []
+        self.maas_api = StandInRevoker()
         client = self.api.client()
 
         async def finalize(view: AITenantView, status: StatusWriter) -> Result:
@@ -64,6 +80,7 @@ class Harness:
             remember=lambda obj: None,
             reads=CachedReads(client),
             finalize=finalize,
+            stale_keys=StaleKeys(revocations=Revocations(self.maas_api), settings=SETTINGS),
         )
 
     async def reconcile(self, namespace: str, name: str) -> Result:
