@@ -40,6 +40,7 @@ from lightkube import ApiError, AsyncClient
 from lightkube.types import PatchType
 
 from aitenant import contract
+from aitenant.platform.covers import covers
 from aitenant.platform.kinds import Kind, Scope
 from aitenant.platform.render import Manifest, Ref, ref_of
 from aitenant.runtime.client.api_errors import (
@@ -177,30 +178,6 @@ def is_unmanaged(obj: Mapping[str, Any] | None) -> bool:
     if annotations.get(contract.ANNOTATION_OPENDATAHUB_MANAGED) == contract.UNMANAGED_VALUE:
         return True
     return any(ref.get("controller") for ref in meta.get("ownerReferences") or [])
-
-
-def covers(live: Any, desired: Any) -> bool:
-    """True when ``live`` already holds every value of ``desired``.
-
-    Maps: every desired key is present with a covering value (extra live keys, such as
-    server-side defaults, are fine). Lists of named maps (containers, env, ports, volumes) are
-    matched by name; other lists element by element with the same length. Scalars compare
-    equal. This is what a server-side apply of ``desired`` would leave unchanged.
-    """
-    if isinstance(desired, Mapping):
-        return isinstance(live, Mapping) and all(
-            k in live and covers(live[k], v) for k, v in desired.items()
-        )
-    if isinstance(desired, list):
-        if not isinstance(live, list):
-            return False
-        if desired and all(isinstance(d, Mapping) and "name" in d for d in desired):
-            by_name = {item.get("name"): item for item in live if isinstance(item, Mapping)}
-            return all(d["name"] in by_name and covers(by_name[d["name"]], d) for d in desired)
-        return len(live) == len(desired) and all(
-            covers(lv, dv) for lv, dv in zip(live, desired, strict=True)
-        )
-    return live == desired
 
 
 @dataclass
@@ -381,8 +358,34 @@ class Applier:
         self, manifest: Manifest, created: dict[str, Any]
     ) -> dict[str, Any]:
         """A create records our fields as an Update; turn that entry into our Apply entry (what
-        kubectl's client-side-to-server-side upgrade does), on the created version only."""
-        meta = created["metadata"]
+        kubectl's client-side-to-server-side upgrade does), on the version read. Another
+        controller writing meanwhile (the deployment controller's revision annotation) moves
+        the version: read again and retry."""
+        live: dict[str, Any] | None = created
+        for _ in range(APPLY_ATTEMPTS):
+            if live is None:
+                return created
+            patch = self._upgrade_patch(live)
+            if patch is None:
+                return live
+            try:
+                return dict(
+                    await self.client.patch(
+                        manifest.kind.resource,
+                        manifest.name,
+                        patch,
+                        namespace=manifest.namespace,
+                        patch_type=PatchType.JSON,
+                        field_manager=self.field_manager,
+                    )
+                )
+            except ApiError as exc:
+                log.debug("%s: managedFields not upgraded yet: %s", manifest, api_message(exc))
+            live = await self._read(manifest)
+        return created
+
+    def _upgrade_patch(self, live: dict[str, Any]) -> list[dict[str, Any]] | None:
+        meta = live["metadata"]
         entries: list[dict[str, Any]] = meta.get("managedFields") or []
         upgraded = [
             {**entry, "operation": "Apply"}
@@ -393,26 +396,11 @@ class Applier:
             for entry in entries
         ]
         if upgraded == entries:
-            return created
-        patch = [
+            return None
+        return [
             {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
             {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
         ]
-        try:
-            return dict(
-                await self.client.patch(
-                    manifest.kind.resource,
-                    manifest.name,
-                    patch,
-                    namespace=manifest.namespace,
-                    patch_type=PatchType.JSON,
-                    field_manager=self.field_manager,
-                )
-            )
-        except ApiError as exc:
-            # Changed meanwhile: the next apply of ours owns the fields it sets all the same.
-            log.debug("%s: managedFields left as created: %s", manifest, api_message(exc))
-            return created
 
     async def _create_only(self, manifest: Manifest, report: ApplyReport) -> dict[str, Any] | None:
         try:
