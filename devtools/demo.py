@@ -113,6 +113,9 @@ def controller_command(
         "--manage-default-tenant=false",
         f"--maas-api-ca-file={ca_file}",
         f"--maas-api-ca-key-file={ca_key_file}",
+        # On the host, outside the node's cluster DNS: key revocations go to maas-api's
+        # Service at its ClusterIP (the node routes the Service range).
+        "--maas-api-via-cluster-ip",
         "--webhook-port=0",
         "--bind-address=127.0.0.1",
         f"--metrics-port={free_port()}",

@@ -108,6 +108,7 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
     maas_api_url_template: str = DEFAULT_MAAS_API_URL_TEMPLATE
     maas_api_ca_file: Path | None = None
     maas_api_ca_key_file: Path | None = None
+    maas_api_via_cluster_ip: bool = False
     maas_api_image: str = "quay.io/opendatahub/maas-api:latest"
     maas_api_cleanup_image: str = "docker.io/curlimages/curl:8.11.1"
     maas_api_db_secret: str = contract.MAAS_API_DB_SECRET
@@ -252,6 +253,7 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("maas_api_url_template", "str", "URL of maas-api's tenant API-key endpoint"),
     _Flag("maas_api_ca_file", "path", "CA certificate that signs maas-api serving certs"),
     _Flag("maas_api_ca_key_file", "path", "key of that CA"),
+    _Flag("maas_api_via_cluster_ip", "bool", "call maas-api at its Service's ClusterIP"),
     _Flag("maas_api_image", "str", "maas-api image"),
     _Flag("maas_api_cleanup_image", "str", "image with curl for the key-cleanup CronJob"),
     _Flag("maas_api_db_secret", "str", "Secret holding maas-api's DB_CONNECTION_URL"),

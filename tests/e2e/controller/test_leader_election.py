@@ -50,6 +50,7 @@ class Replica:
                     "--manage-default-tenant=false",
                     f"--maas-api-ca-file={maas_api.ca_file}",
                     f"--maas-api-ca-key-file={maas_api.ca_key_file}",
+                    f"--maas-api-url-template={maas_api.url_template}",
                     "--webhook-port=0", "--metrics-port=0", "--health-port=0",
                     "--leader-elect",
                     f"--leader-elect-lease-duration={LEASE}s",

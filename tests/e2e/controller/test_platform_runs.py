@@ -35,6 +35,7 @@ from lightkube.resources.core_v1 import Pod, Secret, Service
 
 from aitenant import contract
 from aitenant.app import App
+from aitenant.controllers.aitenant.service_ip import ServiceIPTransport
 from aitenant.platform import kinds
 from aitenant.resources import AITenant
 from aitenant.settings import DEFAULT_MAAS_API_URL_TEMPLATE
@@ -61,38 +62,18 @@ POD_READY_TIMEOUT = 90.0
 END_CERT = "-----END CERTIFICATE-----"
 
 
-class ServiceAddresses(httpx.AsyncBaseTransport):
-    """What cluster DNS gives a pod, for a process on the node: ``<svc>.<ns>.svc[...]`` is
-    sent to the Service's ClusterIP (kube-proxy's rules take it from there) while TLS still
-    checks the certificate against that name, with the CA file as it reads now (the charm
-    rotates it in place)."""
+class ServiceAddresses(ServiceIPTransport):
+    """The controller's own transport for a process outside cluster DNS, noting where each
+    request went."""
 
     def __init__(self, kube: AsyncClient, ca_file: Path) -> None:
-        self.kube = kube
-        self.ca_file = ca_file
+        super().__init__(kube, ca_file)
         self.sent_to: list[str] = []
 
-    def _transport(self) -> httpx.AsyncHTTPTransport:
-        return httpx.AsyncHTTPTransport(verify=ssl.create_default_context(cafile=self.ca_file))
-
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        host = request.url.host
-        parts = host.split(".")
-        if len(parts) < 3 or parts[2] != "svc":
-            raise httpx.ConnectError(f"{host} is not a Service name; nothing else is routed")
-        try:
-            svc = await self.kube.get(Service, parts[0], namespace=parts[1])
-        except Exception as exc:
-            raise httpx.ConnectError(f"no Service for {host}: {exc}") from None
-        assert svc.spec is not None
-        assert svc.spec.clusterIP
-        self.sent_to.append(svc.spec.clusterIP)
-        request.url = request.url.copy_with(host=svc.spec.clusterIP)
-        request.extensions = {**request.extensions, "sni_hostname": host}
-        async with self._transport() as transport:
-            response = await transport.handle_async_request(request)
-            await response.aread()
-        return response
+    async def cluster_ip(self, host: str) -> str:
+        address = await super().cluster_ip(host)
+        self.sent_to.append(address)
+        return address
 
 
 async def start_controller(

@@ -16,6 +16,8 @@ Namespaces and the legacy Tenants. Wakes on:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from lightkube import AsyncClient
 
 from aitenant import contract, naming
@@ -33,11 +35,30 @@ from aitenant.runtime.control.controller import Controller, Key
 from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings
 
+if TYPE_CHECKING:
+    import httpx
+
+
+def revocation_transport(
+    settings: Settings, client: AsyncClient
+) -> httpx.AsyncBaseTransport | None:
+    """The ClusterIP transport when asked for (``--maas-api-via-cluster-ip``), else httpx's own.
+    Imported only then: httpx is not loaded at process start (revocation.py)."""
+    if not settings.maas_api_via_cluster_ip:
+        return None
+    from aitenant.controllers.aitenant.service_ip import ServiceIPTransport
+
+    return ServiceIPTransport(client, settings.maas_api_ca_file)
+
 
 def setup(settings: Settings, client: AsyncClient, metrics: Metrics, caches: Caches) -> Controller:
     """The AITenant controller, its claim index and its event handlers (before the informers
     start)."""
-    revocations = Revocations(KeyRevoker(ca_file=settings.maas_api_ca_file))
+    revocations = Revocations(
+        KeyRevoker(
+            ca_file=settings.maas_api_ca_file, transport=revocation_transport(settings, client)
+        )
+    )
     controller = Controller(
         "aitenant",
         reconciler(settings, client, caches, revocations).reconcile,
