@@ -64,6 +64,7 @@ from aitenant.resources import (
     Obj,
 )
 from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.requests import LIST_PAGE
 from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
@@ -401,7 +402,10 @@ class TenantConfigReconciler:
             pods = [
                 p
                 async for p in self.client.list(
-                    Pod, namespace=deployment["metadata"]["namespace"], labels=selector
+                    Pod,
+                    namespace=deployment["metadata"]["namespace"],
+                    labels=selector,
+                    chunk_size=LIST_PAGE,
                 )
             ]
         except ApiError as exc:  # e.g. a Role of an older charm without pods: say nothing
