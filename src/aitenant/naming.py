@@ -31,7 +31,12 @@ DNS1123_LABEL_DOTS_ERROR: Final = "must not contain dots"
 DEFAULT_GATEWAY_AUTH_POLICY: Final = "maas-gateway-auth"
 GATEWAY_AUTH_POLICY_SUFFIX: Final = "-maas-auth"
 
-_HASH_LEN: Final = 8
+# A cut name ends in 16 hex digits (64 bits) of SHA-256 of the whole name: no one can search
+# for an AITenant name whose cut name equals another tenant's name (docs/contract.md §3.1).
+HASH_LEN: Final = 16
+# The Gateway AuthPolicy keeps the 8 digits it was first created with: it is create-only, so a
+# new name would leave the old policy on the Gateway (docs/platform.md §8, §13).
+LEGACY_HASH_LEN: Final = 8
 _CLAIM_HASH_LEN: Final = 32
 
 
@@ -90,25 +95,28 @@ def _strip_one_trailing_dash(text: str) -> str:
     return text[:-1] if text.endswith("-") else text
 
 
-def bounded_name(prefix: str, name: str, suffix: str, max_len: int) -> str:
+def bounded_name(
+    prefix: str, name: str, suffix: str, max_len: int, *, hash_len: int = HASH_LEN
+) -> str:
     """``prefix + name + suffix`` if it fits in ``max_len``, else a truncated and hashed form.
 
     The hashed form is ``prefix + <name truncated, stripped of - and .> + suffix + "-" + h`` with
-    ``h = sha256(name).hex()[:8]``; when the prefix and suffix leave no room for the name, it
-    degrades to ``prefix-without-trailing-dash + "-" + h (+ suffix if that still fits)``.
+    ``h = sha256(name).hex()[:hash_len]``; when the prefix and suffix leave no room for the name,
+    it degrades to ``prefix-without-trailing-dash + "-" + h (+ suffix if that still fits)``.
     """
     full = prefix + name + suffix
     if len(full) <= max_len:
         return full
-    digest = _sha256_hex(name)[:_HASH_LEN]
-    budget = max_len - len(prefix) - len(suffix) - _HASH_LEN - 1
+    digest = _sha256_hex(name)[:hash_len]
+    budget = max_len - len(prefix) - len(suffix) - hash_len - 1
     if budget < 1:
         base = _strip_one_trailing_dash(prefix)
         fallback = f"{base}-{digest}{suffix}"
         if len(fallback) <= max_len:
             return fallback
         return f"{base}-{digest}"
-    trimmed = name[:budget].strip("-.") or digest
+    # Nothing left of the name: as much of the hash as the budget holds stands in for it.
+    trimmed = name[:budget].strip("-.") or digest[:budget]
     return f"{prefix}{trimmed}{suffix}-{digest}"
 
 
@@ -138,7 +146,13 @@ def gateway_auth_policy_name(tenant: str, gateway_name: str) -> str:
     if not tenant_suffix(tenant):
         return DEFAULT_GATEWAY_AUTH_POLICY
     # Bounded like the other derived names, so any Gateway name (a DNS label) gives one.
-    return bounded_name("", gateway_name, GATEWAY_AUTH_POLICY_SUFFIX, DNS1123_LABEL_MAX_LENGTH)
+    return bounded_name(
+        "",
+        gateway_name,
+        GATEWAY_AUTH_POLICY_SUFFIX,
+        DNS1123_LABEL_MAX_LENGTH,
+        hash_len=LEGACY_HASH_LEN,
+    )
 
 
 def dns1123_label_errors(value: str) -> list[str]:

@@ -28,6 +28,10 @@ def h8(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:8]
 
 
+def h16(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
 # --- tenant namespace ---------------------------------------------------------------------
 
 
@@ -94,23 +98,24 @@ def test_41_char_names_give_exactly_63_char_roles() -> None:
 def test_long_names_are_truncated_and_hashed() -> None:
     name = "b" * 42
     role = tenant_admin_role_name(name)
-    # budget = 63 - 9 - 13 - 8 - 1 = 32
-    assert role == f"aitenant-{'b' * 32}-tenant-admin-{h8(name)}"
+    # budget = 63 - 9 - 13 - 16 - 1 = 24
+    assert role == f"aitenant-{'b' * 24}-tenant-admin-{h16(name)}"
     assert len(role) == 63
 
 
 def test_truncation_strips_dashes_and_dots_at_both_ends() -> None:
-    name = "-" + "x" * 30 + ".-" + "y" * 20
+    name = "-" + "x" * 22 + ".-" + "y" * 20
     result = bounded_name("aitenant-", name, "-tenant-admin", 63)
-    # name[:32] == "-" + 30 x + "." -> stripped of "-" and "." on both ends
-    assert result == f"aitenant-{'x' * 30}-tenant-admin-{h8(name)}"
+    # name[:24] == "-" + 22 x + "." -> stripped of "-" and "." on both ends
+    assert result == f"aitenant-{'x' * 22}-tenant-admin-{h16(name)}"
 
 
 def test_truncation_that_leaves_nothing_uses_the_hash() -> None:
     name = "-" * 50
-    result = bounded_name("p-", name, "", 20)
-    # budget = 20 - 2 - 0 - 8 - 1 = 9; "-" * 9 strips to "" -> the hash stands in
-    assert result == f"p-{h8(name)}-{h8(name)}"
+    result = bounded_name("p-", name, "", 28)
+    # budget = 28 - 2 - 0 - 16 - 1 = 9; "-" * 9 strips to "" -> 9 digits of the hash stand in
+    assert result == f"p-{h16(name)[:9]}-{h16(name)}"
+    assert len(result) == 28
 
 
 def test_revocation_job_names() -> None:
@@ -119,21 +124,45 @@ def test_revocation_job_names() -> None:
     assert bounded_name(prefix, short, "", limit) == prefix + short
     assert len(prefix + short) == 57
     longer = "c" * 37
-    assert bounded_name(prefix, longer, "", limit) == f"{prefix}{'c' * 27}-{h8(longer)}"
+    assert bounded_name(prefix, longer, "", limit) == f"{prefix}{'c' * 19}-{h16(longer)}"
     assert len(bounded_name(prefix, longer, "", limit)) == 57
 
 
 def test_budget_below_one_falls_back_to_prefix_and_hash() -> None:
-    name = "team-a-long"
-    # budget = 63 - 41 - 13 - 8 - 1 = 0: prefix without its trailing dash, then the hash
-    prefix = "p" * 40 + "-"
+    name = "team-a-long-" + "x" * 20
+    # budget = 63 - 33 - 13 - 16 - 1 = 0: prefix without its trailing dash, then the hash
+    prefix = "p" * 32 + "-"
     assert bounded_name(prefix, name, "-tenant-admin", 63) == (
-        f"{'p' * 40}-{h8(name)}-tenant-admin"
+        f"{'p' * 32}-{h16(name)}-tenant-admin"
     )
     # When even that does not fit, the suffix is dropped.
-    assert bounded_name("q" * 60 + "-", name, "-suffix", 63) == f"{'q' * 60}-{h8(name)}"
+    assert bounded_name("q" * 40 + "-", name, "-suffix", 63) == f"{'q' * 40}-{h16(name)}"
     # Only one trailing dash is removed from the prefix.
-    assert bounded_name("r--", "x" * 20, "", 12) == f"r--{h8('x' * 20)}"
+    assert bounded_name("r--", "x" * 30, "", 20) == f"r--{h16('x' * 30)}"
+    # The legacy length, kept by the Gateway AuthPolicy.
+    assert bounded_name("r--", "x" * 20, "", 12, hash_len=8) == f"r--{h8('x' * 20)}"
+
+
+@pytest.mark.parametrize(
+    ("prefix", "suffix", "limit"),
+    [
+        ("maas-api-key-cleanup-", "", 52),  # the platform's CronJob
+        ("aitenant-", "-tenant-admin", 63),
+        ("aitenant-", "-object-admin", 63),
+        ("p" * 40 + "-", "-suffix", 63),  # no room left for the name
+    ],
+)
+def test_cut_names_carry_64_bits_and_never_collide(prefix: str, suffix: str, limit: int) -> None:
+    """Names sharing a prefix longer than the room left for them differ in 16 hex digits of
+    their hash (docs/contract.md §3.1), and each is a valid DNS label within the limit."""
+    shared = "team-" + "a" * 60
+    names = [f"{shared}-{i}" for i in range(2000)] + [shared, shared + "b", shared[:-1]]
+    results = {name: bounded_name(prefix, name, suffix, limit) for name in names}
+    assert len(set(results.values())) == len(names)
+    for name, result in results.items():
+        assert len(result) <= limit
+        assert dns1123_label_errors(result) == []
+        assert h16(name) in result
 
 
 # --- claim name, suffix -------------------------------------------------------------------

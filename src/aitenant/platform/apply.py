@@ -50,7 +50,7 @@ from aitenant.runtime.client.api_errors import (
     is_not_found,
     is_transient,
 )
-from aitenant.runtime.client.requests import get_or_none
+from aitenant.runtime.client.requests import LIST_PAGE, get_or_none
 
 log = logging.getLogger(__name__)
 
@@ -419,9 +419,11 @@ class Applier:
         labels: dict[str, Any] = dict(selector)
         try:
             if kind.namespaced:
-                listing = self.client.list(kind.resource, namespace=namespace, labels=labels)
+                listing = self.client.list(
+                    kind.resource, namespace=namespace, labels=labels, chunk_size=LIST_PAGE
+                )
             else:
-                listing = self.client.list(kind.resource, labels=labels)
+                listing = self.client.list(kind.resource, labels=labels, chunk_size=LIST_PAGE)
             found: list[dict[str, Any]] = []
             async for obj in listing:
                 found.append(dict(obj))

@@ -268,9 +268,9 @@ def test_forty_one_character_tenant_fits_every_limit(make_ctx: MakeContext) -> N
         limit = 52 if manifest.kind.kind == "CronJob" else 63
         assert len(manifest.name) <= limit, manifest
     cronjob = next(m for m in manifests if m.kind.kind == "CronJob")
-    digest = hashlib.sha256(tenant.encode()).hexdigest()[:8]
-    # 21 + 41 > 52: truncated to the budget (52 - 21 - 8 - 1 = 22), trimmed, hashed.
-    assert cronjob.name == f"maas-api-key-cleanup-{'a' * 20}-b-{digest}"
+    digest = hashlib.sha256(tenant.encode()).hexdigest()[:16]
+    # 21 + 41 > 52: truncated to the budget (52 - 21 - 16 - 1 = 14), trimmed, hashed (64 bits).
+    assert cronjob.name == f"maas-api-key-cleanup-{'a' * 14}-{digest}"
     assert len(cronjob.name) == 52
     names = {m.name for m in manifests}
     assert f"maas-api-{tenant}-serving-cert" in names  # exactly 63

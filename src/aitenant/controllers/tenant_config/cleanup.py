@@ -17,6 +17,7 @@ from aitenant.platform.apply import Applier
 from aitenant.platform.prune import Tenant, TrackedObjects
 from aitenant.resources import MaaSAuthPolicy, MaaSSubscription, MaasTenantConfig, Obj, labels_of
 from aitenant.runtime.client.api_errors import is_not_found
+from aitenant.runtime.client.requests import LIST_PAGE
 from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
@@ -68,7 +69,11 @@ class ConfigCleanup:
         remaining = False
         for kind in (MaaSSubscription, MaaSAuthPolicy):
             try:
-                items = [o async for o in self.client.list(kind, namespace=namespace)]
+                # A tenant admin may create thousands: read them a page at a time.
+                items = [
+                    o
+                    async for o in self.client.list(kind, namespace=namespace, chunk_size=LIST_PAGE)
+                ]
             except ApiError as exc:
                 if is_not_found(exc):  # the kind is not installed: nothing to clean
                     continue

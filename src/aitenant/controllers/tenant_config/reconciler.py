@@ -1,6 +1,7 @@
 """MaasTenantConfig reconciler: the tenant's maas-api platform (docs/contract.md §3.6, §5.4;
 docs/differences.md D5, D6, D9). ``_reconcile_live`` is a pass over a live config in scope, its
-steps in order; which configs are in scope is ``scope.py``.
+steps in order; which configs are in scope is ``scope.py``; whether maas-api is rolled out,
+and why not, is ``readiness.py``.
 
 Live copies come from the platform cache, so reconciling an unchanged tenant reads two objects
 (the DB Secret and the CronJob) and writes nothing. Transient API answers (409, 429, 5xx) are
@@ -11,11 +12,8 @@ handed to ``cleanup`` (``cleanup.ConfigCleanup``).
 
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import json
 import logging
-import re
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -28,6 +26,13 @@ from aitenant.controllers import conditions
 from aitenant.controllers.finalizers import ensure_finalizer
 from aitenant.controllers.status import StatusWriter
 from aitenant.controllers.tenant_config.cleanup import remove_finalizer
+from aitenant.controllers.tenant_config.readiness import (
+    FirstRollout,
+    FirstRollouts,
+    deployment_available,
+    pod_problem,
+    rolled_out_with,
+)
 from aitenant.controllers.tenant_config.scope import has_leftover_finalizer, in_scope
 from aitenant.controllers.tenant_config.spec import (
     check_identity,
@@ -59,6 +64,7 @@ from aitenant.resources import (
     Obj,
 )
 from aitenant.runtime.cache.reads import CachedReads
+from aitenant.runtime.client.requests import LIST_PAGE
 from aitenant.runtime.control.controller import Done, Key, RequeueAfter, Result
 from aitenant.settings import Settings
 
@@ -75,141 +81,6 @@ DB_URL_KEY = "DB_CONNECTION_URL"
 # The cleanup of a deleting config (``cleanup.ConfigCleanup``), as the AITenant
 # reconciler's ``Finalize``.
 Cleanup = Callable[[Key, Obj], Awaitable[Result]]
-
-
-class FirstRollout(Exception):
-    """The platform was just written for the first time; no status until it had a moment."""
-
-    def __init__(self, seconds_left: float) -> None:
-        super().__init__(seconds_left)
-        self.seconds_left = seconds_left
-
-
-class FirstRollouts:
-    """A new tenant's first rollout gets ``window`` seconds before its config says it waits.
-
-    The pass that writes a platform whose config has no Ready condition yet opens the window;
-    passes within it that find the Deployment not Available write no status. Without the window,
-    a pass woken by one of the platform's own watch events (which arrive while the Deployment is
-    still rolling out) wrote a "waiting for Deployment" status only for the next pass to replace
-    it with Ready: one status write in two new tenants, on the way to Ready.
-    """
-
-    def __init__(self, window: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.window = window
-        self.clock = clock
-        self._deadlines: dict[Key, float] = {}
-
-    def seconds_left(self, key: Key, *, wrote_platform: bool) -> float | None:
-        """What is left of ``key``'s window (opening one when ``wrote_platform``); None: no
-        window is open, so the pass reports what it found."""
-        now = self.clock()
-        deadline = self._deadlines.get(key)
-        if deadline is None and wrote_platform:
-            deadline = self._deadlines[key] = now + self.window
-        if deadline is None:
-            return None
-        if now >= deadline:
-            del self._deadlines[key]
-            return None
-        return deadline - now
-
-    def end(self, key: Key) -> None:
-        self._deadlines.pop(key, None)
-
-
-def observed(deployment: Obj) -> bool:
-    """The deployment controller has seen the Deployment's current generation."""
-    generation = int(deployment.get("metadata", {}).get("generation") or 0)
-    return int((deployment.get("status") or {}).get("observedGeneration") or 0) >= generation
-
-
-def deployment_available(obj: Obj | None) -> bool:
-    """Available=True, observed at the Deployment's current generation."""
-    if obj is None or not observed(obj):
-        return False
-    return any(
-        c.get("type") == "Available" and c.get("status") == "True"
-        for c in (obj.get("status") or {}).get("conditions") or []
-    )
-
-
-# What a crashed container said last is cut to this many characters in a condition.
-LAST_WORDS_MAX = 200
-# A word of a timestamp a log line starts with: 2026/12/04, 17:40:00, 2026-12-04T17:40:01.1Z.
-TIMESTAMP_WORD = re.compile(r"\d[\d/:.,TZ+-]*")
-
-
-def last_words(message: str | None) -> str:
-    """The last line a crashed container logged (the kubelet keeps its log's tail as the
-    termination message: ``FallbackToLogsOnError``, docs/platform.md §1), without a leading
-    timestamp, so the same failure reads the same at every restart. A JSON log line gives
-    its ``error`` or ``msg``."""
-    lines = [line.strip() for line in (message or "").splitlines() if line.strip()]
-    if not lines:
-        return ""
-    line = lines[-1]
-    if line.startswith("{"):
-        with contextlib.suppress(ValueError, AttributeError):
-            entry = json.loads(line)
-            line = " ".join(str(entry[k]) for k in ("msg", "error") if entry.get(k)) or line
-    words = line.split()
-    while words and TIMESTAMP_WORD.fullmatch(words[0]):
-        words.pop(0)
-    said = " ".join(words)
-    return said if len(said) <= LAST_WORDS_MAX else said[: LAST_WORDS_MAX - 1] + "…"
-
-
-def pod_problem(pod: Pod) -> str | None:
-    """Why a pod is not ready, without what changes at every restart (counts, back-off
-    times), so a crash loop does not rewrite the status at every pass."""
-    status = pod.status
-    if status is None:
-        return None
-    for cond in status.conditions or []:
-        if cond.type == "PodScheduled" and cond.status == "False":
-            return f"not scheduled ({cond.reason}: {cond.message})"
-    for container in status.containerStatuses or []:
-        if container.ready:
-            continue
-        state, last = container.state, container.lastState
-        ended = last.terminated if last is not None else None
-        exited = ""
-        if ended is not None:
-            said = last_words(ended.message)
-            exited = f", last exited with code {ended.exitCode}" + (f": {said}" if said else "")
-        if state is not None and state.waiting is not None:
-            waiting = state.waiting
-            detail = (
-                f" ({waiting.message})"
-                if waiting.message and waiting.reason != "CrashLoopBackOff"
-                else ""
-            )
-            return f"container {container.name} {waiting.reason}{detail}{exited}"
-        if state is not None and state.terminated is not None:
-            said = last_words(state.terminated.message)
-            return f"container {container.name} exited with code {state.terminated.exitCode}" + (
-                f": {said}" if said else ""
-            )
-        if state is not None and state.running is not None:
-            return f"container {container.name} running, not ready (readiness probe)"
-    return None
-
-
-def rolled_out_with(deployment: Obj | None, pem_sha256: str) -> bool:
-    """No maas-api pod can still serve a certificate but the one ``pem_sha256`` names: the
-    Deployment's template names it and is rolled out (observed, no pod of an older template
-    left), or there is no Deployment, or it is opted out (we roll nothing of it)."""
-    if deployment is None or is_unmanaged(deployment):
-        return True
-    template = (deployment.get("spec") or {}).get("template") or {}
-    annotations = (template.get("metadata") or {}).get("annotations") or {}
-    if annotations.get(contract.ANNOTATION_SERVING_CERT_SHA256) != pem_sha256:
-        return False
-    if not observed(deployment):
-        return False
-    status = deployment.get("status") or {}
-    return int(status.get("updatedReplicas") or 0) >= int(status.get("replicas") or 0)
 
 
 class TenantConfigReconciler:
@@ -531,7 +402,10 @@ class TenantConfigReconciler:
             pods = [
                 p
                 async for p in self.client.list(
-                    Pod, namespace=deployment["metadata"]["namespace"], labels=selector
+                    Pod,
+                    namespace=deployment["metadata"]["namespace"],
+                    labels=selector,
+                    chunk_size=LIST_PAGE,
                 )
             ]
         except ApiError as exc:  # e.g. a Role of an older charm without pods: say nothing

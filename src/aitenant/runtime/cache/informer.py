@@ -39,6 +39,7 @@ from lightkube import ApiError, AsyncClient
 
 from aitenant.runtime.cache.packing import Packer, decode, encode
 from aitenant.runtime.client.lightkube_private import dict_resource, resource_kind
+from aitenant.runtime.client.requests import LIST_PAGE
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,6 @@ EventType = Literal["ADDED", "MODIFIED", "DELETED"]
 Handler = Callable[[EventType, Obj | None, Obj], None]
 IndexFunc = Callable[[Obj], list[str]]
 Transform = Callable[[Obj], Obj]
-LIST_PAGE = 250  # objects per LIST request (the API server's continue tokens keep one snapshot)
 
 
 def plain(obj: Any) -> Obj:

@@ -18,7 +18,7 @@ from typing import Any
 from lightkube import AsyncClient
 
 from aitenant.runtime.cache.informer import Informer
-from aitenant.runtime.client.requests import get_or_none
+from aitenant.runtime.client.requests import LIST_PAGE, get_or_none
 
 
 def _plain(obj: Any) -> Any:
@@ -92,5 +92,8 @@ class CachedReads:
             labels  # lightkube's LabelSelector also takes operators; ours are equalities
         )
         return [
-            obj async for obj in self.client.list(resource, namespace=namespace, labels=selector)
+            obj
+            async for obj in self.client.list(
+                resource, namespace=namespace, labels=selector, chunk_size=LIST_PAGE
+            )
         ]

@@ -9,6 +9,9 @@ the API server refuses (409) unless the object still has the UID and resourceVer
 caller decided on. lightkube's ``delete`` sends no body; ``lightkube_private.delete_with_body``
 reuses its request building, authentication and error mapping (``ApiError``), so callers see
 the same exceptions.
+
+``LIST_PAGE``: the page size of every LIST the controller sends (lightkube's ``chunk_size``), so
+a list of thousands of objects never comes in one response (docs/design.md §9.5).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from lightkube.types import PatchType
 
 from aitenant.runtime.client.api_errors import is_not_found
 from aitenant.runtime.client.lightkube_private import delete_with_body
+
+LIST_PAGE = 250  # objects per LIST request (the API server's continue tokens keep one snapshot)
 
 
 async def get_or_none(

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import httpx2
 from lightkube import AsyncClient
 
 from aitenant import contract
@@ -13,6 +14,7 @@ from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
 from aitenant.platform.apply import Applier
 from aitenant.platform.cache import PlatformCache
 from aitenant.platform.prune import TrackedObjects
+from aitenant.runtime.client.requests import LIST_PAGE
 from aitenant.runtime.control.controller import Done, Key, RequeueAfter
 from aitenant.settings import Settings
 
@@ -150,3 +152,34 @@ async def test_a_config_without_our_finalizer_is_left_alone() -> None:
     obj["metadata"]["finalizers"] = ["someone-else"]
     assert await cleanup(api.client())(KEY, obj) == Done()
     assert api.sent == []
+
+
+async def test_a_thousand_maas_objects_are_read_in_pages() -> None:
+    """A tenant admin may create thousands of MaaSSubscriptions: the cleanup reads them a page
+    at a time (docs/design.md §9.5), never in one response."""
+    subscriptions = [
+        {
+            "metadata": {
+                "name": f"sub-{i}",
+                "namespace": "ai-tenant-red",
+                "deletionTimestamp": "2026-01-01T00:00:00Z",
+                "finalizers": ["example.com/hold"],
+            }
+        }
+        for i in range(1000)
+    ]
+
+    def page(request: httpx2.Request) -> httpx2.Response:
+        limit = int(request.url.params.get("limit") or len(subscriptions))
+        start = int(request.url.params.get("continue") or 0)
+        end = start + limit
+        meta = {"resourceVersion": "3"} | ({"continue": str(end)} if end < 1000 else {})
+        body = {"kind": "List", "metadata": meta, "items": subscriptions[start:end]}
+        return httpx2.Response(200, json=body)
+
+    api = ScriptedApi().on("GET", f"{GROUP}/maassubscriptions", page)
+    assert await cleanup(api.client())(KEY, deleting()) == RequeueAfter(2.0)
+    lists = [s.params for s in api.sent if s.path == f"{GROUP}/maassubscriptions"]
+    assert [p.get("limit") for p in lists] == [str(LIST_PAGE)] * 4
+    assert [p.get("continue") for p in lists] == [None, "250", "500", "750"]
+    assert api.writes == []  # each one already deleting: waited for, not deleted again

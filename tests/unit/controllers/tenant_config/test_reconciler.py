@@ -14,14 +14,14 @@ from lightkube.resources.core_v1 import Pod
 
 from aitenant import certificates
 from aitenant.controllers.tenant_config import reconciler as tenant_config
-from aitenant.controllers.tenant_config.reconciler import (
+from aitenant.controllers.tenant_config.readiness import (
     FirstRollouts,
-    TenantConfigReconciler,
     deployment_available,
     last_words,
     pod_problem,
     rolled_out_with,
 )
+from aitenant.controllers.tenant_config.reconciler import TenantConfigReconciler
 from aitenant.errors import StepFailed
 from aitenant.platform import kinds
 from aitenant.platform.apply import Applier
