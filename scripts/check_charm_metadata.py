@@ -133,6 +133,7 @@ EXPECTED_OPTIONS: dict[str, tuple[str, object]] = {
     "deletion-timeout": ("string", "10m"),
     "manage-default-tenant": ("boolean", True),
     "authorino-namespaces": ("string", "kuadrant-system,openshift-operators,rh-connectivity-link"),
+    "gateway-pod-selector": ("string", "gateway.networking.k8s.io/gateway-name={gateway}"),
     "maas-api-max-replicas": ("int", 3),
     "log-level": ("string", "info"),
 }

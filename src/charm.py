@@ -411,7 +411,9 @@ class AITenantCharm(ops.CharmBase):
         if config is None:
             return None
         maas_api = self._maas_api_data(config)
-        inputs = workload.controller_inputs(config, self._gateway_facts(), maas_api)
+        inputs = workload.controller_inputs(
+            config, self._gateway_facts(), maas_api, app=self.app.name
+        )
         if inputs is None:
             return None
         targets = cos.log_targets_of(

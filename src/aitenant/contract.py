@@ -188,6 +188,13 @@ DEFAULT_AUTHORINO_NAMESPACES: Final = (
     "openshift-operators",
     "rh-connectivity-link",
 )
+# Which pods of the gateway namespace may reach a tenant's maas-api (docs/differences.md D37):
+# Gateway API implementations that run a Gateway's own proxy pods (Istio, OpenShift's Gateway)
+# label them with the Gateway's name. ``{gateway}`` stands for the tenant's Gateway.
+GATEWAY_PLACEHOLDER: Final = "{gateway}"
+LABEL_GATEWAY_NAME: Final = "gateway.networking.k8s.io/gateway-name"
+DEFAULT_GATEWAY_POD_LABELS: Final = ((LABEL_GATEWAY_NAME, GATEWAY_PLACEHOLDER),)
+DEFAULT_GATEWAY_POD_SELECTOR: Final = f"{LABEL_GATEWAY_NAME}={GATEWAY_PLACEHOLDER}"
 
 
 # Tenant platform: the per-tenant maas-api objects rendered from the MaasTenantConfig

@@ -32,6 +32,10 @@ _UNIT_SECONDS = {
     "h": 3600.0,
 }
 _DNS1123_LABEL = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")
+# Kubernetes label syntax: a value, or a key's name part (after an optional DNS-subdomain
+# prefix and "/"); each at most 63 characters.
+_LABEL_NAME = re.compile(r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?")
+_DNS1123_SUBDOMAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*")
 URL_PLACEHOLDERS = frozenset({"service", "namespace", "tenant"})
 DEFAULT_MAAS_API_URL_TEMPLATE = (
     "https://{service}.{namespace}.svc:8443/internal/v1/tenants/{tenant}/api-keys"
@@ -119,6 +123,11 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
         int, Meta(ge=contract.MAAS_API_REPLICAS_MIN, le=contract.MAAS_API_REPLICAS_MAX)
     ] = contract.DEFAULT_MAAS_API_MAX_REPLICAS
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
+    # Label selectors (key=value[,key=value]) of the pods that may reach maas-api from the
+    # controller's namespace and from the gateway namespace; "" admits that namespace's every
+    # pod (docs/differences.md D37).
+    controller_pod_selector: str = ""
+    gateway_pod_selector: str = contract.DEFAULT_GATEWAY_POD_SELECTOR
     webhook_port: Port = contract.DEFAULT_WEBHOOK_PORT
     webhook_cert_dir: Path | None = None
     metrics_port: Port = contract.DEFAULT_METRICS_PORT
@@ -144,6 +153,15 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
             self, "authorino_namespaces", _authorino_namespaces(self.authorino_namespaces)
         )
         _check_url_template(self.maas_api_url_template)
+        for field, placeholders in (
+            ("controller_pod_selector", ()),
+            ("gateway_pod_selector", (contract.GATEWAY_PLACEHOLDER,)),
+        ):
+            try:
+                pairs = parse_pod_selector(getattr(self, field), placeholders)
+            except ValueError as exc:
+                raise _field_error(field, str(exc)) from None
+            force_setattr(self, field, format_pod_selector(pairs))
         if self.maas_api_db_secret != contract.MAAS_API_DB_SECRET:
             # Accepting another name would leave a tenant Active whose maas-api reads a Secret
             # the operator never meant (docs/platform.md §1).
@@ -174,6 +192,17 @@ class Settings(msgspec.Struct, frozen=True, kw_only=True, forbid_unknown_fields=
                 "leader_elect_lease_duration",
                 "need retry period < renew deadline < lease duration",
             )
+
+    @property
+    def controller_pods(self) -> tuple[tuple[str, str], ...]:
+        """``--controller-pod-selector`` as (key, value) pairs; () admits every pod."""
+        return parse_pod_selector(self.controller_pod_selector)
+
+    @property
+    def gateway_pods(self) -> tuple[tuple[str, str], ...]:
+        """``--gateway-pod-selector`` as (key, value) pairs, ``{gateway}`` kept for the
+        renderer to fill; () admits every pod."""
+        return parse_pod_selector(self.gateway_pod_selector, (contract.GATEWAY_PLACEHOLDER,))
 
     @property
     def effective_infra_namespace(self) -> str:
@@ -212,6 +241,47 @@ def _authorino_namespaces(value: tuple[str, ...]) -> tuple[str, ...]:
                 "at most 63 characters)",
             )
     return names
+
+
+def parse_pod_selector(
+    text: str, placeholders: tuple[str, ...] = ()
+) -> tuple[tuple[str, str], ...]:
+    """``key=value[,key=value]`` as (key, value) pairs, or ValueError naming the bad part.
+
+    Keys and values follow Kubernetes' label syntax, since the API server refuses a
+    NetworkPolicy with any other and the tenant's maas-api would then never be reconciled; a
+    value may also be exactly one of ``placeholders``. Empty parts are ignored.
+    """
+    pairs: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        key, sep, value = (s.strip() for s in part.partition("="))
+        if not sep:
+            raise ValueError(f'"{part}" is not key=value')
+        if not _label_key_ok(key):
+            raise ValueError(f'"{key}" is not a label key')
+        if value not in placeholders and not _label_value_ok(value):
+            raise ValueError(f'"{value}" is not a label value')
+        if key in pairs:
+            raise ValueError(f'"{key}" is given twice')
+        pairs[key] = value
+    return tuple(pairs.items())
+
+
+def format_pod_selector(pairs: tuple[tuple[str, str], ...]) -> str:
+    return ",".join(f"{key}={value}" for key, value in pairs)
+
+
+def _label_value_ok(value: str) -> bool:
+    return not value or (len(value) <= 63 and bool(_LABEL_NAME.fullmatch(value)))
+
+
+def _label_key_ok(key: str) -> bool:
+    prefix, slash, name = key.rpartition("/")
+    if slash and not (len(prefix) <= 253 and _DNS1123_SUBDOMAIN.fullmatch(prefix)):
+        return False
+    return bool(name) and _label_value_ok(name)
 
 
 def _check_url_template(value: str) -> None:
@@ -260,6 +330,8 @@ FLAGS: tuple[_Flag, ...] = (
     _Flag("maas_api_replicas", "int", "maas-api replicas per tenant"),
     _Flag("maas_api_max_replicas", "int", "most maas-api replicas a tenant's config may ask"),
     _Flag("authorino_namespaces", "list", "namespaces whose Authorino may reach maas-api"),
+    _Flag("controller_pod_selector", "str", "labels of the controller's pods (key=value,...)"),
+    _Flag("gateway_pod_selector", "str", "labels of a Gateway's pods; {gateway}: its name"),
     _Flag("webhook_port", "int", "HTTPS port of the admission webhook; 0 disables"),
     _Flag("webhook_cert_dir", "path", "directory with tls.crt and tls.key for the webhook"),
     _Flag("metrics_port", "int", "port of /metrics; 0 disables"),

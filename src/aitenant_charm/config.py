@@ -14,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from aitenant import contract
-from aitenant.settings import parse_duration
+from aitenant.settings import format_pod_selector, parse_duration, parse_pod_selector
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
@@ -40,6 +40,7 @@ class CharmConfig(BaseModel):
     deletion_timeout: str = "10m"
     manage_default_tenant: bool = True
     authorino_namespaces: str = ",".join(contract.DEFAULT_AUTHORINO_NAMESPACES)
+    gateway_pod_selector: str = contract.DEFAULT_GATEWAY_POD_SELECTOR
     maas_api_max_replicas: int = contract.DEFAULT_MAAS_API_MAX_REPLICAS
     log_level: LogLevel = "info"
 
@@ -96,6 +97,13 @@ class CharmConfig(BaseModel):
         for name in names:
             _namespace(name)
         return ",".join(names)
+
+    @field_validator("gateway_pod_selector")
+    @classmethod
+    def _gateway_pods(cls, value: str) -> str:
+        # What --gateway-pod-selector accepts; "" admits every pod of the gateway namespace.
+        pairs = parse_pod_selector(value, (contract.GATEWAY_PLACEHOLDER,))
+        return format_pod_selector(pairs)
 
     @field_validator("log_level", mode="before")
     @classmethod

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from aitenant import contract
+from aitenant_charm.cluster_manifests import JUJU_APP_LABEL
 from aitenant_charm.config import CharmConfig
 from charms.aitenant_k8s.v0.maas_api import MaasApiAppData
 
@@ -71,6 +72,7 @@ class ControllerInputs:
     """Everything the command line is built from; a complete set means the service can run."""
 
     config: CharmConfig
+    app: str  # the Juju application: its pods are the controller's pods
     gateway: Gateway
     maas_api: MaasApiAppData
     paths: WorkloadPaths
@@ -138,6 +140,10 @@ def controller_args(inputs: ControllerInputs) -> list[str]:
         f"--deletion-timeout={config.deletion_timeout}",
         f"--manage-default-tenant={_bool(config.manage_default_tenant)}",
         f"--authorino-namespaces={config.authorino_namespaces}",
+        # Only this application's pods may reach maas-api from the model's namespace, where
+        # other charms run too (docs/differences.md D37).
+        f"--controller-pod-selector={JUJU_APP_LABEL}={inputs.app}",
+        f"--gateway-pod-selector={config.gateway_pod_selector}",
         f"--log-level={config.log_level}",
         f"--maas-api-max-replicas={config.maas_api_max_replicas}",
         f"--maas-api-image={inputs.maas_api.image}",

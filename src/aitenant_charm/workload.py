@@ -50,7 +50,11 @@ WORKLOAD_UID: Final = 584792
 
 
 def controller_inputs(
-    config: CharmConfig, gateway: GatewayFacts | None, maas_api: MaasApiAppData | None
+    config: CharmConfig,
+    gateway: GatewayFacts | None,
+    maas_api: MaasApiAppData | None,
+    *,
+    app: str,
 ) -> ControllerInputs | None:
     """All inputs of the controller's command line, with this container's files and ports;
     None while the gateway (config, else the `gateway` relation's ``gateway``) or the
@@ -59,7 +63,7 @@ def controller_inputs(
     if resolved is None or maas_api is None:
         return None
     return ControllerInputs(
-        config=config, gateway=resolved, maas_api=maas_api, paths=PATHS, ports=PORTS
+        config=config, app=app, gateway=resolved, maas_api=maas_api, paths=PATHS, ports=PORTS
     )
 
 

@@ -27,6 +27,7 @@ def inputs(**config: object) -> ControllerInputs:
     """Controller inputs from options named as in Python (``aitenant_namespace``)."""
     return ControllerInputs(
         config=CharmConfig.model_validate(config),
+        app="aitenant-k8s",
         gateway=Gateway(namespace="gw-ns", name="gw"),
         maas_api=MaasApiAppData(
             image="registry.example/maas-api:1", infra_namespace="infra", service_port=9000

@@ -146,6 +146,44 @@ def test_bad_authorino_namespaces_name_the_flag(raw: str, message: str) -> None:
     assert message in str(info.value)
 
 
+def test_pod_selectors_default_to_the_gateway_label_and_every_controller_pod() -> None:
+    s = load_settings([], {})
+    assert s.controller_pods == ()
+    assert s.gateway_pods == (("gateway.networking.k8s.io/gateway-name", "{gateway}"),)
+
+
+def test_pod_selectors_from_flag_or_env() -> None:
+    s = load_settings(
+        ["--controller-pod-selector", " app.kubernetes.io/name = ctl , tier=ops,"],
+        {"GATEWAY_POD_SELECTOR": "example.org/owning-gateway={gateway},x="},
+    )
+    assert s.controller_pod_selector == "app.kubernetes.io/name=ctl,tier=ops"
+    assert s.controller_pods == (("app.kubernetes.io/name", "ctl"), ("tier", "ops"))
+    assert s.gateway_pods == (("example.org/owning-gateway", "{gateway}"), ("x", ""))
+    assert load_settings(["--gateway-pod-selector", ""], {}).gateway_pods == ()
+
+
+@pytest.mark.parametrize(
+    ("flag", "raw", "message"),
+    [
+        ("--controller-pod-selector", "app", '"app" is not key=value'),
+        ("--controller-pod-selector", "a=b,a=c", '"a" is given twice'),
+        # {gateway} means nothing for the controller's own pods
+        ("--controller-pod-selector", "a={gateway}", '"{gateway}" is not a label value'),
+        ("--controller-pod-selector", "Bad_Prefix/a=b", '"Bad_Prefix/a" is not a label key'),
+        ("--controller-pod-selector", "=b", '"" is not a label key'),
+        ("--gateway-pod-selector", "a=" + "v" * 64, "is not a label value"),
+        ("--gateway-pod-selector", "a=x{gateway}", '"x{gateway}" is not a label value'),
+        ("--gateway-pod-selector", "a b=c", '"a b" is not a label key'),
+    ],
+)
+def test_bad_pod_selectors_name_the_flag(flag: str, raw: str, message: str) -> None:
+    with pytest.raises(SettingsError) as info:
+        load_settings([flag, raw], {})
+    assert str(info.value).startswith(f"invalid value for {flag}: ")
+    assert message in str(info.value)
+
+
 def test_rules_across_values_hold_for_a_settings_built_in_code() -> None:
     settings = Settings(log_level="DEBUG", gateway_name=" gw ")
     assert (settings.log_level, settings.gateway_name) == ("debug", "gw")

@@ -111,6 +111,11 @@ class PlatformContext:
     # certificate; None: no BackendTLSPolicy (the API server does not serve the kind).
     backend_ca_pem: str | None = None
     authorino_namespaces: tuple[str, ...] = contract.DEFAULT_AUTHORINO_NAMESPACES
+    # Labels of the pods admitted from the controller's and the gateway's namespace, as
+    # (key, value) pairs; () admits every pod there (docs/differences.md D37). A value
+    # ``{gateway}`` stands for ``gateway_name``.
+    controller_pod_labels: tuple[tuple[str, str], ...] = ()
+    gateway_pod_labels: tuple[tuple[str, str], ...] = contract.DEFAULT_GATEWAY_POD_LABELS
 
     @property
     def is_default(self) -> bool:
@@ -332,6 +337,8 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
             contract.LABEL_COMPONENT: "cleanup",
             contract.LABEL_TENANT_INSTANCE: names.cleanup_instance,
         },
+        "controller_pods": dict(ctx.controller_pod_labels),
+        "gateway_pods": gateway_pods(ctx),
         "cert_annotation": contract.ANNOTATION_SERVING_CERT_SHA256,
         "port": MAAS_API_PORT,
         "bare_matches": routes.bare_matches(),
@@ -345,6 +352,14 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "cleanup_url": (
             f"https://{names.api}.{infra}.svc:{MAAS_API_PORT}/internal/v1/api-keys/cleanup"
         ),
+    }
+
+
+def gateway_pods(ctx: PlatformContext) -> dict[str, str]:
+    """The labels of the tenant's Gateway's pods, ``{gateway}`` filled in."""
+    return {
+        key: ctx.gateway_name if value == contract.GATEWAY_PLACEHOLDER else value
+        for key, value in ctx.gateway_pod_labels
     }
 
 

@@ -8,7 +8,7 @@ from unittest.mock import MagicMock, patch
 
 import ops
 import pytest
-from tests.juju.kit import DEFAULT_MAAS_API, MODEL, CharmKit
+from tests.juju.kit import APP, DEFAULT_MAAS_API, MODEL, CharmKit
 
 import charm
 from aitenant.settings import load_settings
@@ -211,6 +211,43 @@ def test_authorino_namespaces_option_reaches_the_controller(kit: CharmKit):
     service = kit.service()
     settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
     assert settings.authorino_namespaces == ("my-authorino", "kuadrant-system")
+
+
+def test_controller_admits_only_this_apps_pods_and_the_gateways(kit: CharmKit):
+    # GIVEN a ready charm with the default gateway-pod-selector
+    kit.integrate_gateway()
+    kit.integrate_maas_api()
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the controller admits only the pods Juju labels with this application's name, and
+    # the Gateway's pods by the label Istio and OpenShift's Gateway put on them
+    # (docs/differences.md D37)
+    assert kit.flags()["controller-pod-selector"] == f"app.kubernetes.io/name={APP}"
+    assert kit.flags()["gateway-pod-selector"] == "gateway.networking.k8s.io/gateway-name={gateway}"
+    service = kit.service()
+    settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
+    assert settings.controller_pods == (("app.kubernetes.io/name", APP),)
+    assert settings.gateway_pods == (("gateway.networking.k8s.io/gateway-name", "{gateway}"),)
+
+
+def test_gateway_pod_selector_option_reaches_the_controller(kit: CharmKit):
+    # GIVEN an implementation that labels its Gateway pods its own way
+    kit.integrate_gateway()
+    kit.integrate_maas_api()
+    kit.configure(gateway_pod_selector=" example.org/gateway = {gateway} , tier=edge ")
+    # WHEN the charm reconciles
+    kit.reconcile()
+    # THEN the controller gets the trimmed selector and parses it
+    assert kit.flags()["gateway-pod-selector"] == "example.org/gateway={gateway},tier=edge"
+    service = kit.service()
+    settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
+    assert settings.gateway_pods == (("example.org/gateway", "{gateway}"), ("tier", "edge"))
+    # AND an empty option admits the whole gateway namespace (docs/differences.md D37)
+    kit.configure(gateway_pod_selector="")
+    kit.reconcile()
+    service = kit.service()
+    settings = load_settings(shlex.split(service.command)[1:], dict(service.environment))
+    assert settings.gateway_pods == ()
 
 
 def test_maas_api_max_replicas_option_reaches_the_controller(kit: CharmKit):

@@ -111,6 +111,7 @@ def test_controller_args_only_use_known_flags():
     known = {flag.option for flag in FLAGS}
     inputs = ControllerInputs(
         config=CharmConfig(),
+        app="aitenant-k8s",
         gateway=Gateway(namespace="gw", name="gw"),
         maas_api=DEFAULT_MAAS_API.model_copy(update={"service_port": 9000}),
         paths=WorkloadPaths("/c", "/ca.crt", "/ca.key"),

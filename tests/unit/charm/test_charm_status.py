@@ -61,6 +61,9 @@ def test_unreachable_api_waits(kit: CharmKit):
         ("gateway-name", "g" * 64, "at most 63 characters"),
         ("authorino-namespaces", "kuadrant-system,Bad_NS", "'Bad_NS' is not a valid namespace"),
         ("authorino-namespaces", " , ", "must name at least one namespace"),
+        ("gateway-pod-selector", "istio.io/gateway-name", "is not key=value"),
+        ("gateway-pod-selector", "a=b,a=c", '"a" is given twice'),
+        ("gateway-pod-selector", "x={tenant}", "is not a label value"),
     ],
 )
 def test_invalid_config_blocks_naming_the_option(

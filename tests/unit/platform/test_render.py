@@ -303,14 +303,20 @@ def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
     (rule,) = spec["ingress"]
     assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
     peers = rule["from"]
+    # By default only the pods the implementation labels with the tenant's Gateway
+    # (docs/differences.md D37).
     assert peers[0] == {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}}
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}},
+        "podSelector": {"matchLabels": {"gateway.networking.k8s.io/gateway-name": "red-team"}},
     }
-    assert peers[1]["namespaceSelector"] == {
-        "matchLabels": {"kubernetes.io/metadata.name": "aitenant-controller"}
+    # With no --controller-pod-selector, every pod of the controller's namespace but the
+    # maas-api and cleanup pods, which may be other tenants'.
+    assert peers[1] == {
+        "namespaceSelector": {
+            "matchLabels": {"kubernetes.io/metadata.name": "aitenant-controller"}
+        },
+        "podSelector": {"matchExpressions": [NOT_MAAS_API]},
     }
-    # The controller's namespace may hold other tenants' maas-api and cleanup pods.
-    assert peers[1]["podSelector"]["matchExpressions"][0]["operator"] == "NotIn"
     assert peers[2] == {
         "podSelector": {
             "matchLabels": {"maas.opendatahub.io/tenant-instance": "maas-key-cleanup-red-team"}
@@ -330,6 +336,50 @@ def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
         "podSelector": {"matchLabels": {"authorino-resource": "authorino"}},
     }
     assert len(peers) == 4
+
+
+NOT_MAAS_API = {
+    "key": "app.kubernetes.io/name",
+    "operator": "NotIn",
+    "values": ["maas-api", "maas-api-cleanup"],
+}
+
+
+def test_network_policy_admits_exactly_the_pods_selected(make_ctx: MakeContext) -> None:
+    ctx = make_ctx(
+        controller_pod_labels=(("app.kubernetes.io/name", "aitenant-k8s"), ("tier", "ops")),
+        gateway_pod_labels=(("example.org/gw", "{gateway}"), ("example.org/role", "proxy")),
+    )
+    peers = objects(ctx)[("NetworkPolicy", "maas-api-red-team")]["spec"]["ingress"][0]["from"]
+    assert peers[0] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}},
+        "podSelector": {"matchLabels": {"example.org/gw": "red-team", "example.org/role": "proxy"}},
+    }
+    # The maas-api exclusion stays: a selector that happened to match them admits none.
+    assert peers[1]["podSelector"] == {
+        "matchLabels": {"app.kubernetes.io/name": "aitenant-k8s", "tier": "ops"},
+        "matchExpressions": [NOT_MAAS_API],
+    }
+    # The tenant's own cleanup pods and Authorino are unchanged.
+    assert peers[2]["podSelector"]["matchLabels"] == {
+        "maas.opendatahub.io/tenant-instance": "maas-key-cleanup-red-team"
+    }
+    assert len(peers) == 4
+
+
+def test_empty_gateway_selector_admits_the_whole_gateway_namespace(make_ctx: MakeContext) -> None:
+    peers = objects(make_ctx(gateway_pod_labels=()))[("NetworkPolicy", "maas-api-red-team")]
+    assert peers["spec"]["ingress"][0]["from"][0] == {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}}
+    }
+
+
+def test_default_tenant_admits_the_default_gateways_pods(make_ctx: MakeContext) -> None:
+    ctx = default_tenant(make_ctx)
+    peers = objects(ctx)[("NetworkPolicy", "maas-api")]["spec"]["ingress"][0]["from"]
+    assert peers[0]["podSelector"] == {
+        "matchLabels": {"gateway.networking.k8s.io/gateway-name": "maas-default-gateway"}
+    }
 
 
 def test_network_policy_takes_the_authorino_namespaces_given(make_ctx: MakeContext) -> None:

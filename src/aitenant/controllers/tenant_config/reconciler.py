@@ -198,6 +198,8 @@ class TenantConfigReconciler:
             telemetry=telemetry,
             backend_ca_pem=backend_ca,
             authorino_namespaces=self.settings.authorino_namespaces,
+            controller_pod_labels=self.settings.controller_pods,
+            gateway_pod_labels=self.settings.gateway_pods,
         )
         if telemetry is not None and telemetry.user:
             self.warn_user_metrics(key, status.generation)
