@@ -109,6 +109,9 @@ def stdlib_files(stdlib: Path) -> Iterator[Path]:
         yield path
 
 
+PROJECT = "aitenant-k8s"
+
+
 def install_site_packages(target: Path) -> None:
     """The project and its ``controller`` extra from uv.lock, for this machine's python3,
     compiled with hash-checked byte code (no mtime in it; the layer's are all 0)."""
@@ -131,6 +134,9 @@ def install_site_packages(target: Path) -> None:
                 *(uv_binary(), "pip", "install", "--quiet", "--no-config", "--no-deps"),
                 *("--python", str(PYTHON), "--target", str(target)),
                 *("--requirement", str(requirements), "--no-compile"),
+                # uv keys its build of a local project on pyproject.toml, not on src/: without
+                # this, a changed src/aitenant would ship the previous build's package.
+                *("--refresh-package", PROJECT),
             ],
             cwd=REPO_ROOT,
             check=True,

@@ -120,6 +120,16 @@ def test_the_layer_holds_the_controller_extra_and_nothing_of_the_charm(image: Im
     assert "etc/ssl/certs/ca-certificates.crt" in image.files
 
 
+def test_the_layer_holds_the_controller_as_the_checkout_has_it(image: Image):
+    # uv keys its build of the project on pyproject.toml: a stale build once shipped a
+    # controller without the flags the charm passed, and the unit crash-looped under Juju.
+    source = Path(__file__).resolve().parents[2] / "src" / "aitenant"
+    site = SITE_PACKAGES.lstrip("/")
+    for path in sorted(source.rglob("*.py")):
+        shipped = image.read(f"{site}/aitenant/{path.relative_to(source)}")
+        assert shipped == path.read_bytes(), path
+
+
 def test_the_unpacked_layer_runs_the_controller_with_its_own_interpreter(image: Image):
     help_text = controller_image.check_layer(image.layer)
     assert help_text.startswith("usage: aitenant-controller")
