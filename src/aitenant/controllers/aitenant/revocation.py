@@ -37,6 +37,14 @@ RETRY_AFTER_FAILURE: Final = 1.0
 MAX_RETRY_AFTER_FAILURE: Final = 60.0
 
 
+def maas_api_trust(ca_file: Path | None) -> ssl.SSLContext | bool:
+    """What verifies maas-api's certificate: ``ca_file`` read now (the charm rotates it in place,
+    and no restart may be needed), else the system's trust."""
+    if ca_file is None:
+        return True
+    return ssl.create_default_context(cafile=str(ca_file))
+
+
 class RevocationError(Exception):
     """maas-api did not confirm the revocation; the message names the URL and the cause."""
 
@@ -58,10 +66,7 @@ class KeyRevoker:
         self.transport = transport
 
     def _verify(self) -> ssl.SSLContext | bool:
-        # Read the CA on every call: the charm rotates it and we must not need a restart.
-        if self.ca_file is None:
-            return True
-        return ssl.create_default_context(cafile=str(self.ca_file))
+        return maas_api_trust(self.ca_file)
 
     async def revoke(self, url: str, *, attempts: int | None = None) -> int:
         """Revoke every key of the tenant behind ``url``; return how many were revoked."""

@@ -8,23 +8,19 @@ against the Service name, with the CA as the file holds it now (the charm rotate
 
 from __future__ import annotations
 
-import ssl
 from pathlib import Path
 
 import httpx
 from lightkube import AsyncClient
 from lightkube.resources.core_v1 import Service
 
+from aitenant.controllers.aitenant.revocation import maas_api_trust
+
 
 class ServiceIPTransport(httpx.AsyncBaseTransport):
     def __init__(self, client: AsyncClient, ca_file: Path | None) -> None:
         self.client = client
         self.ca_file = ca_file
-
-    def _verify(self) -> ssl.SSLContext:
-        if self.ca_file is None:
-            return ssl.create_default_context()
-        return ssl.create_default_context(cafile=str(self.ca_file))
 
     async def cluster_ip(self, host: str) -> str:
         """The ClusterIP of the Service ``host`` names (``<service>.<namespace>.svc[...]``)."""
@@ -44,7 +40,7 @@ class ServiceIPTransport(httpx.AsyncBaseTransport):
         host = request.url.host
         request.url = request.url.copy_with(host=await self.cluster_ip(host))
         request.extensions = {**request.extensions, "sni_hostname": host}
-        async with httpx.AsyncHTTPTransport(verify=self._verify()) as transport:
+        async with httpx.AsyncHTTPTransport(verify=maas_api_trust(self.ca_file)) as transport:
             response = await transport.handle_async_request(request)
             await response.aread()
         return response
