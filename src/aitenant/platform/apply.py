@@ -301,7 +301,9 @@ class Applier:
             return live
         if covers(live, manifest.obj):
             report.unchanged += 1
-            return live
+            # A create whose upgrade to our Apply entry lost every race (the deployment
+            # controller writes a new Deployment several times) is finished here, level-triggered.
+            return await self._owned_as_applied(manifest, live)
         version = live["metadata"].get("resourceVersion") or ""
         refused = self._refused.pop(manifest.ref, None)
         if refused and refused[0] == version:
@@ -355,16 +357,16 @@ class Applier:
         return await self._owned_as_applied(manifest, created)
 
     async def _owned_as_applied(
-        self, manifest: Manifest, created: dict[str, Any]
+        self, manifest: Manifest, written: dict[str, Any]
     ) -> dict[str, Any]:
         """A create records our fields as an Update; turn that entry into our Apply entry (what
         kubectl's client-side-to-server-side upgrade does), on the version read. Another
         controller writing meanwhile (the deployment controller's revision annotation) moves
         the version: read again and retry."""
-        live: dict[str, Any] | None = created
+        live: dict[str, Any] | None = written
         for _ in range(APPLY_ATTEMPTS):
             if live is None:
-                return created
+                return written
             patch = self._upgrade_patch(live)
             if patch is None:
                 return live
@@ -382,7 +384,7 @@ class Applier:
             except ApiError as exc:
                 log.debug("%s: managedFields not upgraded yet: %s", manifest, api_message(exc))
             live = await self._read(manifest)
-        return created
+        return written
 
     def _upgrade_patch(self, live: dict[str, Any]) -> list[dict[str, Any]] | None:
         meta = live["metadata"]

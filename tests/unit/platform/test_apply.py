@@ -304,3 +304,32 @@ def test_who_made_an_object_leaves_out_those_that_only_report_its_status() -> No
     }
     assert managers_of(deployment) == ["kubectl-edit", "maas-controller"]
     assert managers_of({"metadata": {}}) == []
+
+
+async def test_a_create_left_as_an_update_is_owned_as_applied_by_a_later_pass() -> None:
+    """A create whose upgrade to our Apply entry lost every race (the deployment controller
+    writes a new Deployment several times) is finished by the next pass that finds the object
+    unchanged, and a pass after that writes nothing."""
+    from aitenant.platform.apply import Applier
+    from aitenant.platform.render import Manifest
+
+    from ..scripted_api import ScriptedApi, ok
+
+    desired = ours(DESIRED)
+    left = ours(live_copy())
+    left["metadata"]["managedFields"] = [
+        {"manager": "aitenant-controller", "operation": "Update", "fieldsV1": {"f:spec": {}}}
+    ]
+    upgraded = copy.deepcopy(left)
+    upgraded["metadata"]["managedFields"][0]["operation"] = "Apply"
+    api = ScriptedApi().on("PATCH", PATH, ok(upgraded))
+    applier = Applier(api.client())
+
+    report = await applier.apply_all([Manifest(desired)], lambda _: left)
+    assert report.unchanged == 1
+    assert not report.applied
+    assert [s.verb for s in api.sent] == ["PATCH"], "one upgrade, no apply"
+    assert api.sent[0].body[1]["value"][0]["operation"] == "Apply"
+
+    await applier.apply_all([Manifest(desired)], lambda _: upgraded)
+    assert [s.verb for s in api.sent] == ["PATCH"], "nothing more once owned as applied"
