@@ -14,6 +14,9 @@ that bridge only, and an nftables table of ours drops whatever would be forwarde
 any other device. Pods resolve Service names through a DNS responder of ours on the node's
 address that answers only ``<service>.<namespace>.svc.cluster.local`` and never forwards.
 
+``cluster_with_node`` also enforces NetworkPolicies on the node (kube-router's firewall:
+devtools/netpol.py); the demo and the Juju cluster, which start a ``Node`` themselves, do not.
+
 ``stop()`` stops exactly the processes it started (by pid) and removes the containers,
 mounts, network namespaces, routes, bridge, nftables table and cgroups it made, and puts back
 the kernel settings the kubelet changes at start.
