@@ -14,6 +14,9 @@ that bridge only, and an nftables table of ours drops whatever would be forwarde
 any other device. Pods resolve Service names through a DNS responder of ours on the node's
 address that answers only ``<service>.<namespace>.svc.cluster.local`` and never forwards.
 
+``cluster_with_node`` also enforces NetworkPolicies on the node (kube-router's firewall:
+devtools/netpol.py); the demo and the Juju cluster, which start a ``Node`` themselves, do not.
+
 ``stop()`` stops exactly the processes it started (by pid) and removes the containers,
 mounts, network namespaces, routes, bridge, nftables table and cgroups it made, and puts back
 the kernel settings the kubelet changes at start.
@@ -49,6 +52,8 @@ from devtools.cluster import (
     wait_or_kill_group,
 )
 from devtools.forwarder import Forwarder
+from devtools.netpol import USER as FIREWALL_USER
+from devtools.netpol import Firewall
 from devtools.postgres import Postgres
 
 BUILD_SCRIPT = REPO_ROOT / "scripts" / "build-node.sh"
@@ -667,14 +672,19 @@ disabled_plugins = ["io.containerd.snapshotter.v1.aufs", "io.containerd.snapshot
 @contextlib.contextmanager
 def cluster_with_node(**options: Any) -> Iterator[LocalCluster]:
     """A ``LocalCluster`` (``options`` as its own) with the controllers that make pods, and
-    its node running: stopped before the control plane. Pods reach the API server where the
-    real maas-api runs (it needs it: docs/maas-api.md)."""
+    its node running with NetworkPolicies enforced (``devtools/netpol.py``, docs/platform.md
+    §9): stopped before the control plane. Pods reach the API server where the real maas-api
+    runs (it needs it: docs/maas-api.md)."""
     if images.runs_real_maas_api():
         options.setdefault("pods_reach_at", NODE_IP)
+    options["extra_users"] = [*options.get("extra_users", []), FIREWALL_USER]
     with LocalCluster(controllers=NODE_CONTROLLERS, **options) as local:
         node = Node(local)
         node.start()
+        firewall = Firewall(local, NODE_NAME)
         try:
+            firewall.start()
             yield local
         finally:
+            firewall.stop()
             node.stop()

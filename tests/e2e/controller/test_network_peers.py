@@ -3,8 +3,8 @@ docs/platform.md §9): from the gateway namespace only the tenant's Gateway's po
 controller's namespace only the controller's pods (when told their labels), never a maas-api
 or cleanup pod, plus the tenant's own cleanup pods and Authorino.
 
-What is checked here is the stored NetworkPolicy, not its enforcement: the e2e node runs no
-policy engine.
+What is checked here is the stored NetworkPolicy; test_network_enforced.py checks what the
+node's policy engine makes of it, in packets.
 """
 
 from __future__ import annotations
