@@ -115,8 +115,13 @@ async def test_each_tenants_maas_api_reads_the_db_secret_in_the_infra_namespace_
     assert await exists(kube, kinds.ROLE, role)
     assert await exists(kube, kinds.ROLE_BINDING, role)
     assert await secret_status(cluster, tokens[second], INFRA_NS, DB_SECRET) == 200
-    # The first tenant's ServiceAccount went with it: its token no longer authenticates.
-    assert await secret_status(cluster, tokens[first], INFRA_NS, DB_SECRET) == 401
+    # The first tenant's ServiceAccount went with it: its token no longer authenticates (once
+    # the API server's ServiceAccount cache has seen the deletion).
+
+    async def first_token_refused() -> bool:
+        return await secret_status(cluster, tokens[first], INFRA_NS, DB_SECRET) == 401
+
+    await eventually(first_token_refused)
 
 
 async def test_the_tenants_binding_is_put_back_when_deleted(
