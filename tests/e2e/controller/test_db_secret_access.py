@@ -22,6 +22,7 @@ from aitenant.resources import AITenant
 from ..conftest import (
     AITENANT_NS,
     INFRA_NS,
+    PHASE_TIMEOUT,
     Names,
     RunningController,
     eventually,
@@ -110,7 +111,7 @@ async def test_each_tenants_maas_api_reads_the_db_secret_in_the_infra_namespace_
             await exists(kube, kinds.ROLE, role) or await exists(kube, kinds.ROLE_BINDING, role)
         )
 
-    await eventually(first_cleaned)
+    await eventually(first_cleaned, timeout=PHASE_TIMEOUT)
     role = f"maas-api-{second}-db-secret"
     assert await exists(kube, kinds.ROLE, role)
     assert await exists(kube, kinds.ROLE_BINDING, role)
@@ -137,7 +138,7 @@ async def test_the_tenants_binding_is_put_back_when_deleted(
     async def restored() -> Any:
         return await exists(kube, kinds.ROLE_BINDING, binding)
 
-    await eventually(restored)
+    await eventually(restored, timeout=PHASE_TIMEOUT)
     token = await service_account_token(cluster, f"maas-api-{name}")
 
     async def readable() -> bool:
