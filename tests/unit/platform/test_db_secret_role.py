@@ -76,7 +76,8 @@ def test_both_kinds_are_tracked_in_the_infra_namespace() -> None:
     scopes = kinds.platform_scopes(INFRA, GATEWAY_NS)
     assert (kinds.ROLE, INFRA) in scopes
     assert (kinds.ROLE_BINDING, INFRA) in scopes
-    assert kinds.ROLE.built_in and kinds.ROLE_BINDING.built_in
+    assert kinds.ROLE.built_in
+    assert kinds.ROLE_BINDING.built_in
 
 
 def test_the_shared_cluster_role_grants_no_secret() -> None:
