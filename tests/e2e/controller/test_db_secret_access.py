@@ -1,5 +1,5 @@
 """maas-api reads the database Secret through its tenant's Role in the infra namespace
-(docs/platform.md §2, docs/differences.md D38), judged by the real API server's authorizer with
+(docs/platform.md §2, docs/differences.md D39), judged by the real API server's authorizer with
 tokens the API server issues to the tenants' maas-api ServiceAccounts (TokenRequest): each reads
 ``maas-db-config`` in the infra namespace, none reads a Secret of that name anywhere else, and
 deleting a tenant takes its Role and RoleBinding and nobody else's.

@@ -46,7 +46,7 @@ REFUSED = [
     ("patch", "gateway.networking.k8s.io", "httproutes", "", INFRA_NS),
     ("patch", "extensions.kuadrant.io", "telemetrypolicies", "", "gateways"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", ""),
-    # The database Secret's Role and RoleBinding maas-api[-t]-db-secret (docs/differences.md D38).
+    # The database Secret's Role and RoleBinding maas-api[-t]-db-secret (docs/differences.md D39).
     ("patch", "rbac.authorization.k8s.io", "roles", "", INFRA_NS),
     ("delete", "rbac.authorization.k8s.io", "rolebindings", "", INFRA_NS),
 ]

@@ -1,5 +1,5 @@
 """The database Secret read through a Role in the infra namespace (docs/platform.md §2,
-docs/differences.md D38): per tenant, get on that one Secret, there only, for its maas-api."""
+docs/differences.md D39): per tenant, get on that one Secret, there only, for its maas-api."""
 
 from __future__ import annotations
 
