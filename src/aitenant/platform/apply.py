@@ -1,8 +1,9 @@
 """Write a tenant's rendered platform to the cluster, and take it away again.
 
 * ``apply_all``: for each rendered object, look up the live copy (the caller's cache, or the
-  API), concurrently in two waves: Secrets and ServiceAccounts first, so they exist before
-  the workloads that mount or run as them, then everything else. A missing object is created
+  API), concurrently in two waves: Secrets, ServiceAccounts and Roles first, so they exist
+  before the workloads that mount or run as them and the bindings that name them, then
+  everything else. A missing object is created
   (a create, never an apply over whatever has its name). An existing one is ours only when its
   tracking labels name this tenant; it is left alone when annotated
   ``opendatahub.io/managed: "false"``; otherwise it is server-side applied (field manager
@@ -70,8 +71,9 @@ async def get_dict_or_none(
 # create-only object may exist without our labels, and a lookup that would not see it answers
 # UNKNOWN.
 Lookup = Callable[[Manifest], Any]
-# Applied (all at once) before the rest: workloads mount or run as them.
-PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount"})
+# Applied (all at once) before the rest: workloads mount or run as them, and the API server
+# refuses a RoleBinding to a Role that does not exist unless its writer holds `bind` on it.
+PREREQUISITE_KINDS = frozenset({"Secret", "ServiceAccount", "Role"})
 # Writes of one object per pass that may find it changed since it was read (409) and read again.
 APPLY_ATTEMPTS = 3
 

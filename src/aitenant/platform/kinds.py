@@ -66,6 +66,8 @@ SECRET = Kind("v1", "Secret", "secrets")
 CONFIG_MAP = Kind("v1", "ConfigMap", "configmaps")
 DEPLOYMENT = Kind("apps/v1", "Deployment", "deployments")
 NETWORK_POLICY = Kind("networking.k8s.io/v1", "NetworkPolicy", "networkpolicies")
+ROLE = Kind("rbac.authorization.k8s.io/v1", "Role", "roles")
+ROLE_BINDING = Kind("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings")
 CLUSTER_ROLE_BINDING = Kind(
     "rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False
 )
@@ -85,6 +87,8 @@ ALL = (
     SECRET,
     DEPLOYMENT,
     NETWORK_POLICY,
+    ROLE,
+    ROLE_BINDING,
     CLUSTER_ROLE_BINDING,
     CRONJOB,
     HTTP_ROUTE,
@@ -107,6 +111,8 @@ def platform_scopes(infra_namespace: str, gateway_namespace: str) -> list[Scope]
     return [
         (SERVICE_ACCOUNT, infra_namespace),
         (SECRET, infra_namespace),
+        (ROLE, infra_namespace),
+        (ROLE_BINDING, infra_namespace),
         (DEPLOYMENT, infra_namespace),
         (SERVICE, infra_namespace),
         (NETWORK_POLICY, infra_namespace),

@@ -135,6 +135,8 @@ class PlatformNames:
     telemetry: str
     backend_ca: str  # the ConfigMap of the BackendTLSPolicy (named like the Service)
     gateway_auth: str | None  # None: the tenant must not touch the Gateway's AuthPolicy
+    # The Role and RoleBinding that let ``api`` read the database Secret in its namespace.
+    db_secret_role: str
 
 
 def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> PlatformNames:
@@ -158,6 +160,7 @@ def names_for(tenant: str, gateway_name: str, default_gateway_name: str) -> Plat
         telemetry=f"maas-telemetry{suffix}",
         backend_ca=f"maas-api{suffix}-backend-ca",
         gateway_auth=gateway_auth,
+        db_secret_role=f"maas-api{suffix}-db-secret",
     )
 
 
@@ -298,9 +301,11 @@ def parse_documents(text: str) -> list[dict[str, Any]]:
 # headers, the subscription), so maas-api would see an empty subscription. A copy left by an
 # older version is pruned like any object no longer rendered.
 # Template file → whether its object is create-only. Order is apply order: the Secret and the
-# ServiceAccount exist before the Deployment that mounts and runs as them.
+# ServiceAccount exist before the Deployment that mounts and runs as them, the database Secret's
+# Role before its RoleBinding (apply.py applies them in waves).
 TEMPLATE_FILES: Final = (
     ("serviceaccount.yaml.j2", False),
+    ("db-secret-role.yaml.j2", False),
     ("serving-cert-secret.yaml.j2", False),
     ("deployment.yaml.j2", False),
     ("service.yaml.j2", False),
@@ -345,6 +350,8 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "prefixed_rules": routes.prefixed_rules(),
         "gateway_prefixes": (API_PREFIX, *ROUTE_PREFIXES),
         "cluster_role": SHARED_CLUSTER_ROLE,
+        # Fixed in maas-api (settings.py refuses any other --maas-api-db-secret).
+        "db_secret": contract.MAAS_API_DB_SECRET,
         # The serving certificate's first name (platform/certificates.py): what the Gateway checks.
         "backend_hostname": certificates.dns_names(names.api, infra)[0],
         "ca_key": certificates.CA_CERT_KEY,

@@ -52,6 +52,8 @@ ALLOW_ALL: dict[str, Any] = {"authorization": {"allow": {"opa": {"rego": "allow 
 SCOPES: list[tuple[kinds.Kind, str | None]] = [
     (kinds.SERVICE_ACCOUNT, INFRA_NS),
     (kinds.SECRET, INFRA_NS),
+    (kinds.ROLE, INFRA_NS),
+    (kinds.ROLE_BINDING, INFRA_NS),
     (kinds.DEPLOYMENT, INFRA_NS),
     (kinds.SERVICE, INFRA_NS),
     (kinds.NETWORK_POLICY, INFRA_NS),
@@ -124,6 +126,8 @@ def expected_platform(tenant: str) -> set[tuple[str, str, str]]:
     return {
         ("ServiceAccount", INFRA_NS, f"maas-api-{tenant}"),
         ("Secret", INFRA_NS, f"maas-api-{tenant}-serving-cert"),
+        ("Role", INFRA_NS, f"maas-api-{tenant}-db-secret"),
+        ("RoleBinding", INFRA_NS, f"maas-api-{tenant}-db-secret"),
         ("Deployment", INFRA_NS, f"maas-api-{tenant}"),
         ("Service", INFRA_NS, f"maas-api-{tenant}"),
         ("NetworkPolicy", INFRA_NS, f"maas-api-{tenant}"),

@@ -39,7 +39,9 @@ ALLOWED_WRITES = {
     ("apps", "deployments"),
     ("batch", "cronjobs"),
     ("networking.k8s.io", "networkpolicies"),
-    ("rbac.authorization.k8s.io", "roles"),
+    ("rbac.authorization.k8s.io", "roles"),  # tenant Roles; maas-api's database Secret Role
+    # maas-api's database Secret RoleBinding (docs/differences.md D39)
+    ("rbac.authorization.k8s.io", "rolebindings"),
     ("rbac.authorization.k8s.io", "clusterrolebindings"),
     ("gateway.networking.k8s.io", "httproutes"),
     ("gateway.networking.k8s.io", "backendtlspolicies"),

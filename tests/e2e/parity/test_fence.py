@@ -46,6 +46,9 @@ REFUSED = [
     ("patch", "gateway.networking.k8s.io", "httproutes", "", INFRA_NS),
     ("patch", "extensions.kuadrant.io", "telemetrypolicies", "", "gateways"),
     ("create", "rbac.authorization.k8s.io", "clusterrolebindings", "", ""),
+    # The database Secret's Role and RoleBinding maas-api[-t]-db-secret (docs/differences.md D39).
+    ("patch", "rbac.authorization.k8s.io", "roles", "", INFRA_NS),
+    ("delete", "rbac.authorization.k8s.io", "rolebindings", "", INFRA_NS),
 ]
 # What its MaaSAuthPolicy, MaaSSubscription and MaaSModelRef reconcilers do, and its reads.
 ALLOWED = [

@@ -292,3 +292,16 @@ def test_maas_api_may_read_the_cluster_tls_profile() -> None:
     assert [r["verbs"] for r in _rules_for(doc, "config.openshift.io", "apiservers")] == [
         ["get", "list", "watch"]
     ]
+
+
+def test_infra_role_writes_the_db_secret_roles_and_holds_what_they_grant() -> None:
+    """The controller writes each tenant's Role and RoleBinding for the database Secret in the
+    infra namespace (docs/differences.md D39), and may only because it holds get on that Secret
+    there itself: RBAC's escalation check, with neither `escalate` nor `bind`."""
+    platform = next(d for d in rendered() if d["metadata"]["name"].endswith("-platform"))
+    for resource in ("roles", "rolebindings"):
+        assert [
+            r["verbs"] for r in _rules_for(platform, "rbac.authorization.k8s.io", resource)
+        ] == [["get", "list", "watch", "create", "patch", "delete"]], resource
+    assert "get" in _rules_for(platform, "", "secrets")[0]["verbs"]
+    assert not {v for r in platform["rules"] for v in r["verbs"]} & {"escalate", "bind"}

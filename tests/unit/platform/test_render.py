@@ -51,6 +51,8 @@ def test_non_default_tenant_names_and_namespaces(make_ctx: MakeContext) -> None:
     rendered = {(m.kind.kind, m.namespace, m.name) for m in render(make_ctx())}
     assert rendered == {
         ("ServiceAccount", INFRA, "maas-api-red-team"),
+        ("Role", INFRA, "maas-api-red-team-db-secret"),
+        ("RoleBinding", INFRA, "maas-api-red-team-db-secret"),
         ("Secret", INFRA, "maas-api-red-team-serving-cert"),
         ("Deployment", INFRA, "maas-api-red-team"),
         ("Service", INFRA, "maas-api-red-team"),
@@ -68,6 +70,8 @@ def test_default_tenant_keeps_the_legacy_unsuffixed_names(make_ctx: MakeContext)
     rendered = {(m.kind.kind, m.namespace, m.name) for m in render(default_tenant(make_ctx))}
     assert rendered == {
         ("ServiceAccount", INFRA, "maas-api"),
+        ("Role", INFRA, "maas-api-db-secret"),
+        ("RoleBinding", INFRA, "maas-api-db-secret"),
         ("Secret", INFRA, "maas-api-serving-cert"),
         ("Deployment", INFRA, "maas-api"),
         ("Service", INFRA, "maas-api"),
