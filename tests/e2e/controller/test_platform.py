@@ -26,22 +26,17 @@ from aitenant.platform import kinds
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.control.controller import Key, RequeueAfter
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     CONTROLLER_USER,
     GATEWAY_NS,
     INFRA_NS,
-    PHASE_TIMEOUT,
     WRITE_VERBS,
-    Names,
     RunningController,
     e2e_settings,
     eventually,
-    make_tenant,
-    node_cordoned,
-    ready,
-    wait_phase,
 )
+from ..tenants import PHASE_TIMEOUT, Names, make_tenant, node_cordoned, ready, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -40,19 +40,15 @@ from aitenant.platform import kinds
 from aitenant.resources import AITenant
 from aitenant.settings import DEFAULT_MAAS_API_URL_TEMPLATE
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     INFRA_NS,
-    Names,
     RunningController,
     bind_controller_roles,
     e2e_settings,
     eventually,
-    get_tenant,
-    make_tenant,
-    ready,
-    wait_phase,
 )
+from ..tenants import Names, get_tenant, make_tenant, ready, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -19,17 +19,8 @@ from lightkube import AsyncClient, KubeConfig
 from aitenant import contract
 from aitenant.platform import kinds
 
-from ..conftest import (
-    INFRA_NS,
-    TENANT_ADMIN_USER,
-    Names,
-    RunningController,
-    eventually,
-    get_tenant,
-    make_tenant,
-    ready,
-    wait_phase,
-)
+from ..harness import INFRA_NS, TENANT_ADMIN_USER, RunningController, eventually
+from ..tenants import Names, get_tenant, make_tenant, ready, wait_phase
 from .test_platform import config_with_reason, get, get_config
 from .test_tenant_isolation import grant_tenant_admin, holds_for, patch_config
 
