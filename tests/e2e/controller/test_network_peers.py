@@ -21,7 +21,7 @@ from aitenant.platform import kinds
 
 from ..harness import GATEWAY_NS, INFRA_NS, RunningController, WebhookTLS, e2e_settings, eventually
 from ..tenants import Names, make_tenant, wait_phase
-from .test_platform import get
+from .tenant_platform import get
 
 pytestmark = pytest.mark.e2e
 

@@ -27,7 +27,7 @@ from aitenant.resources import AITenant
 
 from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS, RunningController, eventually
 from ..tenants import Names, get_tenant, make_tenant, ready, wait_phase
-from .test_platform import config_with_reason, get
+from .tenant_platform import config_with_reason, get
 
 pytestmark = pytest.mark.e2e
 

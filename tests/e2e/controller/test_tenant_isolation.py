@@ -38,7 +38,7 @@ from ..harness import (
     eventually,
 )
 from ..tenants import Names, make_tenant, ready, wait_phase
-from .test_platform import (
+from .tenant_platform import (
     SCOPES,
     absent,
     config_with_reason,
