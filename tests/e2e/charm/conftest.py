@@ -15,7 +15,7 @@ from lightkube import AsyncClient, KubeConfig
 
 from aitenant_charm.workload import CONTAINER
 
-from ..conftest import eventually
+from ..harness import eventually
 from .charm_deployment import AITENANT_NS, APP_USER, MODEL, Deployment, expose_webhook
 from .charm_harness import CharmThread, PlannedController, relate_maas_api
 

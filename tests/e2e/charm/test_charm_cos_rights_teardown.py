@@ -40,7 +40,7 @@ from aitenant.resources import AITenant
 from aitenant_charm import api_server_writes, cos, lightkube_private
 from aitenant_charm.cluster_manifests import CHARM_LABELS, cluster_scoped_name
 
-from ..conftest import eventually
+from ..harness import eventually
 from .charm_deployment import AITENANT_NS, APP_USER, MODEL, Deployment
 from .charm_harness import APP
 

@@ -28,7 +28,7 @@ from aitenant_charm.cluster_manifests import cluster_scoped_name
 from aitenant_charm.internal_ca import INTERNAL_CA_LABEL
 from charm import AITenantCharm
 
-from ..conftest import eventually
+from ..harness import eventually
 from .charm_deployment import AITENANT_NS, MODEL, Deployment, bundle_of
 from .charm_harness import APP
 

@@ -19,15 +19,8 @@ from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.resources import AITenant, MaasTenantConfig
 
-from ..conftest import (
-    AITENANT_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    eventually,
-    make_tenant,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, INFRA_NS, RunningController, eventually
+from ..tenants import Names, make_tenant, wait_phase
 
 pytestmark = pytest.mark.e2e
 

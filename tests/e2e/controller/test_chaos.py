@@ -13,7 +13,7 @@ from devtools.faults import FaultPlan, FaultProxy
 from devtools.maas_api import FakeMaasApi
 from lightkube import AsyncClient
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     CONTROLLER_USER,
     GATEWAY_NS,

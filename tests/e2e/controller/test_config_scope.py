@@ -23,16 +23,8 @@ from aitenant.platform import kinds
 from aitenant.resources import MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.control.controller import Key
 
-from ..conftest import (
-    INFRA_NS,
-    SUBSCRIPTION_NS,
-    Names,
-    RunningController,
-    eventually,
-    get_tenant,
-    make_tenant,
-    wait_phase,
-)
+from ..harness import INFRA_NS, SUBSCRIPTION_NS, RunningController, eventually
+from ..tenants import Names, get_tenant, make_tenant, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -23,18 +23,15 @@ from aitenant import contract, naming
 from aitenant.resources import AITenant, Gateway, MaasTenantConfig
 from aitenant.runtime.control.controller import Key
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     GATEWAY_NS,
     INFRA_NS,
     SUBSCRIPTION_NS,
-    Names,
     RunningController,
     eventually,
-    make_tenant,
-    ready,
-    wait_phase,
 )
+from ..tenants import Names, make_tenant, ready, wait_phase
 
 pytestmark = pytest.mark.e2e
 

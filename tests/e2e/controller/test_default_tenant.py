@@ -24,16 +24,15 @@ from lightkube.types import CascadeType
 from aitenant import contract
 from aitenant.resources import AITenant, Config, LegacyTenant, MaaSSubscription, MaasTenantConfig
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     GATEWAY_NS,
     SUBSCRIPTION_NS,
     RunningController,
     e2e_settings,
     eventually,
-    get_tenant,
-    wait_phase,
 )
+from ..tenants import get_tenant, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -30,20 +30,8 @@ from aitenant.runtime.client.lightkube_private import http_client
 from aitenant.runtime.client.transport import is_watch
 from aitenant.runtime.control.controller import Key, RequeueAfter
 
-from ..conftest import (
-    AITENANT_NS,
-    GATEWAY_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    e2e_settings,
-    eventually,
-    get_tenant,
-    informer_caught_up,
-    make_tenant,
-    ready,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS, RunningController, e2e_settings, eventually
+from ..tenants import Names, get_tenant, informer_caught_up, make_tenant, ready, wait_phase
 
 pytestmark = pytest.mark.e2e
 

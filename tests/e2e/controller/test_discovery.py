@@ -19,15 +19,8 @@ from aitenant import contract
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 from aitenant.runtime.control.controller import Done, Key
 
-from ..conftest import (
-    AITENANT_NS,
-    Names,
-    RunningController,
-    e2e_settings,
-    eventually,
-    get_tenant,
-    make_tenant,
-)
+from ..harness import AITENANT_NS, RunningController, e2e_settings, eventually
+from ..tenants import Names, get_tenant, make_tenant
 
 pytestmark = pytest.mark.e2e
 

@@ -17,18 +17,8 @@ from aitenant import naming
 from aitenant.resources import AITenant
 from aitenant.runtime.control.controller import Key, Retry
 
-from ..conftest import (
-    AITENANT_NS,
-    GATEWAY_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    eventually,
-    get_tenant,
-    make_tenant,
-    ready,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS, RunningController, eventually
+from ..tenants import Names, get_tenant, make_tenant, ready, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -18,15 +18,8 @@ from devtools.maas_api import FakeMaasApi
 from lightkube import AsyncClient
 from lightkube.resources.coordination_v1 import Lease
 
-from ..conftest import (
-    AITENANT_NS,
-    GATEWAY_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    controller_kubeconfig,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS, RunningController, controller_kubeconfig
+from ..tenants import Names, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -14,16 +14,8 @@ from aitenant import contract
 from aitenant.resources import AITenant, LegacyTenant, MaasTenantConfig
 from aitenant.runtime.control.controller import Key
 
-from ..conftest import (
-    AITENANT_NS,
-    GATEWAY_NS,
-    Names,
-    RunningController,
-    eventually,
-    get_tenant,
-    ready,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, GATEWAY_NS, RunningController, eventually
+from ..tenants import Names, get_tenant, ready, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -19,18 +19,9 @@ from lightkube import AsyncClient
 from aitenant import contract
 from aitenant.platform import kinds
 
-from ..conftest import (
-    GATEWAY_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    WebhookTLS,
-    e2e_settings,
-    eventually,
-    make_tenant,
-    wait_phase,
-)
-from .test_platform import get
+from ..harness import GATEWAY_NS, INFRA_NS, RunningController, WebhookTLS, e2e_settings, eventually
+from ..tenants import Names, make_tenant, wait_phase
+from .tenant_platform import get
 
 pytestmark = pytest.mark.e2e
 

@@ -25,19 +25,9 @@ from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.resources import AITenant
 
-from ..conftest import (
-    AITENANT_NS,
-    GATEWAY_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    eventually,
-    get_tenant,
-    make_tenant,
-    ready,
-    wait_phase,
-)
-from .test_platform import config_with_reason, get
+from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS, RunningController, eventually
+from ..tenants import Names, get_tenant, make_tenant, ready, wait_phase
+from .tenant_platform import config_with_reason, get
 
 pytestmark = pytest.mark.e2e
 

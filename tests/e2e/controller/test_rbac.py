@@ -38,20 +38,18 @@ from aitenant.platform import kinds
 from aitenant.resources import AITenant, Config, Gateway, MaasTenantConfig
 from aitenant_charm import cluster_manifests
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     CONTROLLER_BINDING,
     CONTROLLER_SA,
     GATEWAY_NS,
     INFRA_NS,
-    Names,
     RunningController,
     bind_controller_roles,
     controller_kubeconfig,
     e2e_settings,
-    make_tenant,
-    wait_phase,
 )
+from ..tenants import Names, make_tenant, wait_phase
 
 pytestmark = pytest.mark.e2e
 

@@ -18,7 +18,8 @@ from aitenant.platform.discovery import discovery_path
 from aitenant.platform.render import Manifest, PlatformContext, Telemetry, render
 from aitenant.runtime.client.lightkube_private import http_client
 
-from ..conftest import AITENANT_NS, GATEWAY_NS, INFRA_NS, Names
+from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS
+from ..tenants import Names
 
 pytestmark = pytest.mark.e2e
 

@@ -14,7 +14,8 @@ from lightkube.resources.apiextensions_v1 import CustomResourceDefinition
 from aitenant import contract, manifests
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
 
-from ..conftest import AITENANT_NS, Names
+from ..harness import AITENANT_NS
+from ..tenants import Names
 
 pytestmark = pytest.mark.e2e
 

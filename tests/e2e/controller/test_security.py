@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 from devtools.cluster import LocalCluster
 
-from ..conftest import CONTROLLER_USER
+from ..harness import CONTROLLER_USER
 
 pytestmark = pytest.mark.e2e
 

@@ -20,12 +20,9 @@ from aitenant.resources import AITenant, MaasTenantConfig
 from aitenant.runtime.client.lightkube_private import http_client
 from aitenant.runtime.control.controller import Key
 
-from ..conftest import (
-    AITENANT_NS,
-    SUBSCRIPTION_NS,
+from ..harness import AITENANT_NS, SUBSCRIPTION_NS, RunningController, eventually
+from ..tenants import (
     Names,
-    RunningController,
-    eventually,
     get_tenant,
     informer_caught_up,
     make_tenant,

@@ -19,18 +19,9 @@ from lightkube import AsyncClient, KubeConfig
 from aitenant import contract
 from aitenant.platform import kinds
 
-from ..conftest import (
-    INFRA_NS,
-    TENANT_ADMIN_USER,
-    Names,
-    RunningController,
-    eventually,
-    get_tenant,
-    make_tenant,
-    ready,
-    wait_phase,
-)
-from .test_platform import config_with_reason, get, get_config
+from ..harness import INFRA_NS, TENANT_ADMIN_USER, RunningController, eventually
+from ..tenants import Names, get_tenant, make_tenant, ready, wait_phase
+from .tenant_platform import config_with_reason, get, get_config
 from .test_tenant_isolation import grant_tenant_admin, holds_for, patch_config
 
 pytestmark = pytest.mark.e2e

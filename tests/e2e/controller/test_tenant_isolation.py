@@ -28,20 +28,17 @@ from aitenant import contract, naming
 from aitenant.platform import kinds
 from aitenant.resources import AITenant, MaaSSubscription, MaasTenantConfig
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     GATEWAY_NS,
     INFRA_NS,
     TENANT_ADMIN_USER,
-    Names,
     RunningController,
     controller_kubeconfig,
     eventually,
-    make_tenant,
-    ready,
-    wait_phase,
 )
-from .test_platform import (
+from ..tenants import Names, make_tenant, ready, wait_phase
+from .tenant_platform import (
     SCOPES,
     absent,
     config_with_reason,

@@ -19,16 +19,8 @@ from aitenant import contract
 from aitenant.resources import AITenant, Config, LegacyTenant, MaasTenantConfig
 from aitenant.webhook.config import render_webhook_configuration
 
-from ..conftest import (
-    AITENANT_NS,
-    GATEWAY_NS,
-    Names,
-    RunningController,
-    WebhookTLS,
-    eventually,
-    get_tenant,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, GATEWAY_NS, RunningController, WebhookTLS, eventually
+from ..tenants import Names, get_tenant, wait_phase
 
 pytestmark = pytest.mark.e2e
 
@@ -362,7 +354,7 @@ async def test_custom_infrastructure_namespace_is_allowed(
     maas_api: Any,
     unique: Names,
 ) -> None:
-    from ..conftest import bind_controller_roles, e2e_settings
+    from ..harness import bind_controller_roles, e2e_settings
 
     custom = unique("custom-infra")
     await samples.ensure_namespace(kube, custom)

@@ -28,15 +28,15 @@ from lightkube.types import PatchType
 from aitenant import contract
 from aitenant.resources import AITenant, Config
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     GATEWAY_NS,
-    Names,
     RunningController,
     WebhookTLS,
     e2e_settings,
     eventually,
 )
+from ..tenants import Names
 from .test_webhook import CONFIG_NAME, denied, register, until_webhook_answers
 
 pytestmark = pytest.mark.e2e

@@ -27,15 +27,15 @@ from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfig
 from aitenant import contract
 from aitenant.resources import AITenant
 
-from ..conftest import (
+from ..harness import (
     AITENANT_NS,
     GATEWAY_NS,
     INFRA_NS,
-    Names,
     RunningController,
     WebhookTLS,
     controller_kubeconfig,
 )
+from ..tenants import Names
 from .test_webhook import register, until_webhook_answers
 
 pytestmark = pytest.mark.e2e

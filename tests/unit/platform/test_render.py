@@ -1,5 +1,8 @@
-"""Rendering of the tenant platform (docs/differences.md D5, D6; docs/platform.md). Pure: no
-cluster."""
+"""Rendering of the tenant platform (docs/differences.md D5, D6; docs/platform.md): names,
+labels, the Deployment, Service, route, CronJob and ClusterRoleBinding, name limits and the
+templating itself. Pure: no cluster. NetworkPolicies: test_render_network_policies.py;
+traffic policies: test_render_gateway_policies.py.
+"""
 
 from __future__ import annotations
 
@@ -8,12 +11,10 @@ import hashlib
 from typing import Any
 
 import pytest
-from cryptography import x509
 
 from aitenant.platform import render as render_module
 from aitenant.platform.render import (
     TEMPLATE_FILES,
-    PlatformContext,
     Telemetry,
     documents,
     names_for,
@@ -23,28 +24,10 @@ from aitenant.platform.render import (
 )
 
 from .conftest import GATEWAY_NS, INFRA, MakeContext, default_tenant
-
-TRACKING = ("maas.opendatahub.io/tenant-name", "maas.opendatahub.io/tenant-namespace")
-
-
-def objects(ctx: PlatformContext) -> dict[tuple[str, str], dict[str, Any]]:
-    """Rendered objects by (kind, name)."""
-    return {(m.kind.kind, m.name): m.obj for m in render(ctx)}
-
-
-def one(ctx: PlatformContext, kind: str, namespace: str | None = None) -> dict[str, Any]:
-    found = [
-        m.obj
-        for m in render(ctx)
-        if m.kind.kind == kind and (namespace is None or m.namespace == namespace)
-    ]
-    assert len(found) == 1, [m.obj["metadata"]["name"] for m in render(ctx)]
-    return found[0]
-
-
-def env_of(deployment: dict[str, Any]) -> dict[str, Any]:
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    return {e["name"]: e.get("value", e.get("valueFrom")) for e in container["env"]}
+from .rendered import (
+    env_of,
+    one,
+)
 
 
 def test_non_default_tenant_names_and_namespaces(make_ctx: MakeContext) -> None:
@@ -296,145 +279,6 @@ def test_a_63_character_gateway_name_renders_every_name_within_63(make_ctx: Make
     assert all(len(m.name) <= 63 for m in manifests)
 
 
-def test_network_policy_admits_gateway_controller_cleanup_and_authorino(
-    make_ctx: MakeContext,
-) -> None:
-    spec = objects(make_ctx())[("NetworkPolicy", "maas-api-red-team")]["spec"]
-    assert spec["podSelector"]["matchLabels"]["maas.opendatahub.io/tenant-instance"] == (
-        "maas-api-red-team"
-    )
-    assert spec["policyTypes"] == ["Ingress"]
-    (rule,) = spec["ingress"]
-    assert rule["ports"] == [{"port": 8443, "protocol": "TCP"}]
-    peers = rule["from"]
-    # By default only the pods the implementation labels with the tenant's Gateway
-    # (docs/differences.md D37).
-    assert peers[0] == {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}},
-        "podSelector": {"matchLabels": {"gateway.networking.k8s.io/gateway-name": "red-team"}},
-    }
-    # With no --controller-pod-selector, every pod of the controller's namespace but the
-    # maas-api and cleanup pods, which may be other tenants'.
-    assert peers[1] == {
-        "namespaceSelector": {
-            "matchLabels": {"kubernetes.io/metadata.name": "aitenant-controller"}
-        },
-        "podSelector": {"matchExpressions": [NOT_MAAS_API]},
-    }
-    assert peers[2] == {
-        "podSelector": {
-            "matchLabels": {"maas.opendatahub.io/tenant-instance": "maas-key-cleanup-red-team"}
-        }
-    }
-    # Authorino only from the named namespaces (upstream's three by default).
-    assert peers[3] == {
-        "namespaceSelector": {
-            "matchExpressions": [
-                {
-                    "key": "kubernetes.io/metadata.name",
-                    "operator": "In",
-                    "values": ["kuadrant-system", "openshift-operators", "rh-connectivity-link"],
-                }
-            ]
-        },
-        "podSelector": {"matchLabels": {"authorino-resource": "authorino"}},
-    }
-    assert len(peers) == 4
-
-
-NOT_MAAS_API = {
-    "key": "app.kubernetes.io/name",
-    "operator": "NotIn",
-    "values": ["maas-api", "maas-api-cleanup"],
-}
-
-
-def test_network_policy_admits_exactly_the_pods_selected(make_ctx: MakeContext) -> None:
-    ctx = make_ctx(
-        controller_pod_labels=(("app.kubernetes.io/name", "aitenant-k8s"), ("tier", "ops")),
-        gateway_pod_labels=(("example.org/gw", "{gateway}"), ("example.org/role", "proxy")),
-    )
-    peers = objects(ctx)[("NetworkPolicy", "maas-api-red-team")]["spec"]["ingress"][0]["from"]
-    assert peers[0] == {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}},
-        "podSelector": {"matchLabels": {"example.org/gw": "red-team", "example.org/role": "proxy"}},
-    }
-    # The maas-api exclusion stays: a selector that happened to match them admits none.
-    assert peers[1]["podSelector"] == {
-        "matchLabels": {"app.kubernetes.io/name": "aitenant-k8s", "tier": "ops"},
-        "matchExpressions": [NOT_MAAS_API],
-    }
-    # The tenant's own cleanup pods and Authorino are unchanged.
-    assert peers[2]["podSelector"]["matchLabels"] == {
-        "maas.opendatahub.io/tenant-instance": "maas-key-cleanup-red-team"
-    }
-    assert len(peers) == 4
-
-
-def test_empty_gateway_selector_admits_the_whole_gateway_namespace(make_ctx: MakeContext) -> None:
-    peers = objects(make_ctx(gateway_pod_labels=()))[("NetworkPolicy", "maas-api-red-team")]
-    assert peers["spec"]["ingress"][0]["from"][0] == {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": GATEWAY_NS}}
-    }
-
-
-def test_default_tenant_admits_the_default_gateways_pods(make_ctx: MakeContext) -> None:
-    ctx = default_tenant(make_ctx)
-    peers = objects(ctx)[("NetworkPolicy", "maas-api")]["spec"]["ingress"][0]["from"]
-    assert peers[0]["podSelector"] == {
-        "matchLabels": {"gateway.networking.k8s.io/gateway-name": "maas-default-gateway"}
-    }
-
-
-def test_network_policy_takes_the_authorino_namespaces_given(make_ctx: MakeContext) -> None:
-    ctx = make_ctx(authorino_namespaces=("my-authorino",))
-    peers = objects(ctx)[("NetworkPolicy", "maas-api-red-team")]["spec"]["ingress"][0]["from"]
-    expression = peers[3]["namespaceSelector"]["matchExpressions"][0]
-    assert expression["values"] == ["my-authorino"]
-
-
-@pytest.mark.parametrize("default", [False, True])
-def test_cleanup_pods_reach_only_their_maas_api_and_dns(
-    make_ctx: MakeContext, default: bool
-) -> None:
-    ctx = default_tenant(make_ctx) if default else make_ctx()
-    suffix = "" if default else "-red-team"
-    policy = objects(ctx)[("NetworkPolicy", f"maas-key-cleanup{suffix}")]
-    cronjob = one(ctx, "CronJob")
-    pod_labels = cronjob["spec"]["jobTemplate"]["spec"]["template"]["metadata"]["labels"]
-    spec = policy["spec"]
-    assert spec["podSelector"] == {
-        "matchLabels": {"maas.opendatahub.io/tenant-instance": f"maas-key-cleanup{suffix}"}
-    }
-    assert spec["podSelector"]["matchLabels"].items() <= pod_labels.items()
-    assert spec["policyTypes"] == ["Ingress", "Egress"]
-    assert "ingress" not in spec  # Ingress with no rule: nothing may reach a cleanup pod
-    to_api, dns = spec["egress"]
-    api_labels = one(ctx, "Deployment")["spec"]["template"]["metadata"]["labels"]
-    assert to_api == {
-        "to": [
-            {
-                "podSelector": {
-                    "matchLabels": {
-                        "app.kubernetes.io/name": "maas-api",
-                        "maas.opendatahub.io/tenant-instance": f"maas-api{suffix}",
-                    }
-                }
-            }
-        ],
-        "ports": [{"port": 8443, "protocol": "TCP"}],
-    }
-    assert to_api["to"][0]["podSelector"]["matchLabels"].items() <= api_labels.items()
-    assert dns == {
-        "ports": [
-            {"port": 53, "protocol": "UDP"},
-            {"port": 53, "protocol": "TCP"},
-            {"port": 5353, "protocol": "UDP"},
-            {"port": 5353, "protocol": "TCP"},
-        ]
-    }
-
-
 def test_cluster_role_binding(make_ctx: MakeContext) -> None:
     binding = one(make_ctx(), "ClusterRoleBinding")
     assert "namespace" not in binding["metadata"]
@@ -446,130 +290,6 @@ def test_cluster_role_binding(make_ctx: MakeContext) -> None:
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "maas-api-red-team", "namespace": INFRA}
     ]
-
-
-def test_token_rate_limit_policy_denies_what_maas_api_does_not_serve(
-    make_ctx: MakeContext,
-) -> None:
-    spec = one(make_ctx(), "TokenRateLimitPolicy")["spec"]
-    assert spec["targetRef"]["name"] == "red-team"
-    limit = spec["defaults"]["limits"]["deny-all-by-default"]
-    assert limit["rates"] == [{"limit": 0, "window": "1m"}]
-    assert limit["counters"] == [{"expression": "auth.identity.userid"}]
-    assert [w["predicate"] for w in limit["when"]] == [
-        f'!request.path.startsWith("{p}")'
-        for p in ("/maas-api", "/v1/models", "/v1/subscriptions", "/v1/api-keys")
-    ]
-
-
-def telemetry_labels_of(ctx: PlatformContext) -> dict[str, str]:
-    policy = objects(ctx)[("TelemetryPolicy", "maas-telemetry-red-team")]
-    return policy["spec"]["metrics"]["default"]["labels"]
-
-
-ALWAYS = {
-    "subscription": "auth.identity.selected_subscription",
-    "cost_center": (
-        "has(auth.identity.subscription_info.costCenter) ? "
-        'auth.identity.subscription_info.costCenter : ""'
-    ),
-}
-ORGANIZATION = {
-    "organization_id": (
-        "has(auth.identity.subscription_info.organizationId) ? "
-        'auth.identity.subscription_info.organizationId : ""'
-    )
-}
-MODEL = {"model": 'responseBodyJSON("/model")'}
-USER = {"user": "auth.identity.userid"}
-GROUP = {"group": "auth.identity.groups_str"}
-
-
-def test_telemetry_policy_only_with_telemetry(make_ctx: MakeContext) -> None:
-    assert ("TelemetryPolicy", "maas-telemetry-red-team") not in objects(make_ctx())
-    policy = objects(make_ctx(telemetry=Telemetry()))[
-        ("TelemetryPolicy", "maas-telemetry-red-team")
-    ]
-    assert policy["metadata"]["namespace"] == GATEWAY_NS
-    assert policy["metadata"]["labels"]["app.kubernetes.io/part-of"] == "maas-observability"
-    assert policy["metadata"]["labels"]["maas.opendatahub.io/tenant-name"] == "red-team"
-    assert policy["spec"]["targetRef"] == {
-        "group": "gateway.networking.k8s.io",
-        "kind": "Gateway",
-        "name": "red-team",
-    }
-
-
-def test_backend_tls_only_where_the_api_server_serves_it(make_ctx: MakeContext) -> None:
-    kinds_rendered = {m.kind.kind for m in render(make_ctx())}
-    assert not kinds_rendered & {"BackendTLSPolicy", "ConfigMap"}
-    ca = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n"
-    added = set(objects(make_ctx(backend_ca_pem=ca))) - set(objects(make_ctx()))
-    assert added == {
-        ("ConfigMap", "maas-api-red-team-backend-ca"),
-        ("BackendTLSPolicy", "maas-api-red-team"),
-    }
-
-
-@pytest.mark.parametrize("default", [False, True])
-def test_backend_tls_policy_checks_the_serving_certificate(
-    make_ctx: MakeContext, serving: Any, default: bool
-) -> None:
-    ctx = default_tenant(make_ctx) if default else make_ctx()
-    ctx = dataclasses.replace(ctx, backend_ca_pem=serving.ca_pem)
-    api = "maas-api" if default else "maas-api-red-team"
-    policy = one(ctx, "BackendTLSPolicy")
-    config_map = one(ctx, "ConfigMap")
-    assert policy["apiVersion"] == "gateway.networking.k8s.io/v1"
-    assert policy["metadata"]["name"] == api
-    assert policy["metadata"]["namespace"] == INFRA
-    # The Service the HTTPRoute sends to, as a whole (it has the one HTTPS port).
-    assert policy["spec"]["targetRefs"] == [{"group": "", "kind": "Service", "name": api}]
-    service = one(ctx, "Service")
-    assert service["metadata"]["name"] == api
-    assert [p["port"] for p in service["spec"]["ports"]] == [8443]
-    route = one(ctx, "HTTPRoute")
-    assert {b["name"] for r in route["spec"]["rules"] for b in r["backendRefs"]} == {api}
-    validation = policy["spec"]["validation"]
-    assert validation == {
-        "hostname": f"{api}.{INFRA}.svc",
-        "caCertificateRefs": [
-            {"group": "", "kind": "ConfigMap", "name": config_map["metadata"]["name"]}
-        ],
-    }
-    assert config_map["metadata"] == {
-        "name": f"{api}-backend-ca",
-        "namespace": INFRA,
-        "labels": config_map["metadata"]["labels"],
-    }
-    assert config_map["data"] == {"ca.crt": serving.ca_pem}
-    # The name the Gateway checks is one the certificate it will be shown carries, and the
-    # CA it trusts is the one that signed it.
-    if not default:
-        cert = x509.load_pem_x509_certificate(serving.cert_pem.encode())
-        san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
-        assert validation["hostname"] in san.get_values_for_type(x509.DNSName)
-        ca = x509.load_pem_x509_certificate(config_map["data"]["ca.crt"].encode())
-        cert.verify_directly_issued_by(ca)
-
-
-@pytest.mark.parametrize(
-    ("telemetry", "expected"),
-    [
-        # Upstream's defaults: organization and model on, user and group off.
-        (Telemetry(), {**ALWAYS, **ORGANIZATION, **MODEL}),
-        (Telemetry(organization=False), {**ALWAYS, **MODEL}),
-        (Telemetry(model_usage=False), {**ALWAYS, **ORGANIZATION}),
-        (Telemetry(user=True), {**ALWAYS, **ORGANIZATION, **USER, **MODEL}),
-        (Telemetry(group=True), {**ALWAYS, **ORGANIZATION, **GROUP, **MODEL}),
-        (Telemetry(False, False, False, False), ALWAYS),
-        (Telemetry(True, True, True, True), {**ALWAYS, **ORGANIZATION, **USER, **GROUP, **MODEL}),
-    ],
-)
-def test_telemetry_labels_follow_each_switch(
-    make_ctx: MakeContext, telemetry: Telemetry, expected: dict[str, str]
-) -> None:
-    assert telemetry_labels_of(make_ctx(telemetry=telemetry)) == expected
 
 
 def test_a_repeated_render_is_kept_but_each_call_gets_its_own_objects(
