@@ -19,16 +19,8 @@ from aitenant import contract
 from aitenant.platform import kinds
 from aitenant.resources import AITenant
 
-from ..conftest import (
-    AITENANT_NS,
-    INFRA_NS,
-    PHASE_TIMEOUT,
-    Names,
-    RunningController,
-    eventually,
-    make_tenant,
-    wait_phase,
-)
+from ..harness import AITENANT_NS, INFRA_NS, RunningController, eventually
+from ..tenants import PHASE_TIMEOUT, Names, make_tenant, wait_phase
 
 pytestmark = pytest.mark.e2e
 

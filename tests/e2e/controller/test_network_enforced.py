@@ -34,18 +34,9 @@ from lightkube.resources.networking_v1 import NetworkPolicy
 
 from aitenant import contract
 
-from ..conftest import (
-    GATEWAY_NS,
-    INFRA_NS,
-    Names,
-    RunningController,
-    WebhookTLS,
-    e2e_settings,
-    eventually,
-    make_tenant,
-    wait_phase,
-)
-from .test_platform_runs import container_process
+from ..harness import GATEWAY_NS, INFRA_NS, RunningController, WebhookTLS, e2e_settings, eventually
+from ..tenants import Names, make_tenant, wait_phase
+from .maas_api_pods import container_process
 
 pytestmark = pytest.mark.e2e
 
