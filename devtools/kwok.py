@@ -105,8 +105,6 @@ def kwok_args(binary: Path, kubeconfig: Path) -> list[str]:
         f"--cidr={POD_CIDR}",
         f"--node-ip={NODE_IP}",
         f"--node-lease-duration-seconds={LEASE_SECONDS}",
-        # Its default would be ~/.kwok/kwok.yaml: a file of the machine's must not change it.
-        "--config=/dev/null",
     ]
 
 
