@@ -63,7 +63,8 @@ def node_names(count: int) -> list[str]:
 
 def node_manifest(name: str) -> dict[str, Any]:
     """A fake Node KWOK manages: no taint (the real node is cordoned instead, so pods need no
-    toleration), capacity for ~250 maas-api pods."""
+    toleration), capacity for ~250 maas-api pods; KWOK's node-initialize stage writes the
+    rest of its status (conditions, addresses, nodeInfo) and keeps this capacity."""
     return {
         "apiVersion": "v1",
         "kind": "Node",
@@ -81,7 +82,6 @@ def node_manifest(name: str) -> dict[str, Any]:
         "status": {
             "capacity": dict(NODE_CAPACITY),
             "allocatable": dict(NODE_CAPACITY),
-            "nodeInfo": {"kubeletVersion": "fake", "operatingSystem": "linux"},
         },
     }
 
