@@ -48,7 +48,9 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
@@ -66,6 +68,7 @@ from benchmarks.tenant_load import (
 )
 from devtools import audit, bench, kwok, peer, samples
 from devtools.cluster import LocalCluster, free_port, kube_bin_dir
+from devtools.maas_api import FakeMaasApi
 from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
@@ -337,8 +340,7 @@ class Run:
 
 @dataclass(frozen=True)
 class Setup:
-    """What both controllers run on: the sizes, and how many simulated nodes (0: the real
-    node only)."""
+    """The sizes, and how many simulated nodes both controllers run on (0: the real one)."""
 
     sizes: Sizes
     simulated_nodes: int = 0
@@ -414,39 +416,41 @@ async def main(args: argparse.Namespace) -> None:
     runs: dict[str, Run] = {}
     ours_port = free_port()
 
-    def ours(workdir: Path) -> str:
-        ca_file, ca_key_file = samples.write_ca(workdir / "maas-api-ca")  # docs/differences.md D9
-        webhook = "--webhook-cert-dir $TMPDIR/k8s-webhook-server/serving-certs"
-        return peer.our_command(ca_file, ca_key_file, f"--webhook-port {ours_port} {webhook}")
+    # Ours revokes a new tenant's stale keys at its maas-api before Active (docs/contract.md
+    # §5.2), unreachable from the host: a stand-in on loopback answers. Its CA signs the
+    # maas-api serving certificates (docs/differences.md D9).
+    maas_api = FakeMaasApi(Path(tempfile.mkdtemp(prefix="side-by-side-maas-api-")))
+    await maas_api.start()
 
-    runs["ours"] = await measure("ours", ours, None, ours_port, setup)
+    def ours(_: Path) -> str:
+        webhook = "--webhook-cert-dir $TMPDIR/k8s-webhook-server/serving-certs"
+        maas = f"--maas-api-url-template {shlex.quote(maas_api.url_template)}"
+        extra = f"--webhook-port {ours_port} {webhook} {maas}"
+        return peer.our_command(maas_api.ca_file, maas_api.ca_key_file, extra)
+
+    try:
+        runs["ours"] = await measure("ours", ours, None, ours_port, setup)
+    finally:
+        await maas_api.stop()
     if args.peer_command:
         command = args.peer_command
         runs["peer"] = await measure(
             "peer", lambda _: command, args.peer_crds, args.peer_webhook_port, setup
         )
     results = {name: run.figures for name, run in runs.items()}
+    ready = {name: run.ready_s for name, run in runs.items()}
+    where = kwok.describe(setup.simulated_nodes)
     if args.json:
-        figures = {
-            "sizes": dataclasses.asdict(sizes),
-            "simulated_nodes": setup.simulated_nodes,
-            "figures": results,
-            "ready_s": {name: run.ready_s for name, run in runs.items()},
-        }
-        args.json.write_text(json.dumps(figures, indent=1))
+        figures = {"sizes": dataclasses.asdict(sizes), "where": where, "figures": results}
+        args.json.write_text(json.dumps(figures | {"ready_s": ready}, indent=1))
     if args.plot:
-        # matplotlib comes with the `bench` dependency group only; the import waits until asked.
-        from benchmarks import side_by_side_plot
+        from benchmarks import side_by_side_plot  # matplotlib: the `bench` group only
 
-        side_by_side_plot.write(
-            args.plot,
-            {name: run.ready_s for name, run in runs.items()},
-            {name: run.figures.get("lifecycle_requests") for name, run in runs.items()},
-            f"{sizes.standing:,} tenants; {kwok.describe(setup.simulated_nodes)}",
-        )
+        requests = {name: f.get("lifecycle_requests") for name, f in results.items()}
+        side_by_side_plot.write(args.plot, ready, requests, f"{sizes.standing:,} tenants; {where}")
         print(f"plot written to {args.plot}")
     print()
-    print(f"Where the pods ran: {kwok.describe(setup.simulated_nodes)}.")
+    print(f"Where the pods ran: {where}.")
     print(table(results, sizes))
     if not args.peer_command:
         print(f"\nno peer: {peer.HOW_TO_RUN}")
