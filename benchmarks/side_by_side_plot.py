@@ -8,6 +8,7 @@ Needs matplotlib (the ``bench`` dependency group: ``uv sync --group bench``).
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -49,7 +50,9 @@ def write(
     right.set_title("API requests per tenant lifecycle")
     right.grid(axis="y", alpha=0.3)
 
-    fig.suptitle(f"AITenant controllers side by side: {subtitle}", fontsize=10)
+    # Wrapped: the benchmark's line on where the pods ran is longer than the figure is wide.
+    title = textwrap.fill(f"AITenant controllers side by side: {subtitle}", 130)
+    fig.suptitle(title, fontsize=10)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
