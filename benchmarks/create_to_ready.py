@@ -20,7 +20,9 @@ tenant's maas-api pod (the stand-in image) starts and turns Ready under a real k
 create-to-Ready includes that pod's start and its first passing probes (docs/platform.md §1).
 The node places pods by their CPU requests (maas-api's are 50m): a 2-core machine holds some
 38 tenants, hence the default sizes (``--sequential`` and ``--burst`` beyond that
-leave the rest Pending, unscheduled).
+leave the rest Pending, unscheduled). With ``--simulated-nodes [N]`` the pods run on N KWOK
+nodes instead (devtools/kwok.py; the real node cordoned): no container starts, so
+create-to-Ready then leaves out the pod's start and probes, and larger sizes fit.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ import time
 from pathlib import Path
 
 from devtools import audit as audit_log
-from devtools import bench, samples
+from devtools import bench, kwok, samples
 from devtools.chaos import ControllerProcess, controller_args, wait_all
 from devtools.cluster import User, free_port
 from devtools.maas_api import FakeMaasApi
@@ -137,8 +139,12 @@ async def wait_ready(client: AsyncClient, names: set[str], timeout: float) -> di
     return seen
 
 
-async def run(sequential: int, burst: int) -> None:
-    with cluster_with_node(extra_users=[CONTROLLER_USER], audit=True) as cluster:
+async def run(sequential: int, burst: int, simulated_nodes: int) -> None:
+    with (
+        cluster_with_node(extra_users=[CONTROLLER_USER], audit=True) as cluster,
+        kwok.simulated_nodes(cluster, simulated_nodes),
+    ):
+        print(kwok.describe(simulated_nodes), flush=True)
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="bench")
         audit = audit_log.Audit(cluster.audit_log, CONTROLLER_USER.name)
@@ -301,8 +307,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sequential", type=int, default=10)
     parser.add_argument("--burst", type=int, default=25)
+    parser.add_argument(
+        "--simulated-nodes",
+        type=int,
+        nargs="?",
+        const=kwok.DEFAULT_NODES,
+        default=0,
+        help=f"pods on this many KWOK nodes (alone: {kwok.DEFAULT_NODES}); devtools/kwok.py",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.sequential, args.burst))
+    asyncio.run(run(args.sequential, args.burst, args.simulated_nodes))
 
 
 if __name__ == "__main__":

@@ -9,6 +9,11 @@ peer it measures ours only and says how to add one. Smaller sizes for a quick ru
 
 Each controller starts from the same shell-command environment, on a cluster prepared the same
 way (``peer.prepare``; one node, whose kubelet makes each Deployment Available, whoever made it).
+With ``--simulated-nodes [N]`` both run their pods on N KWOK nodes beside the cordoned real
+node (``devtools/kwok.py``): the real scheduler and deployment controller, no container; the
+sizes past the real node's ~38 pods then give Ready platforms, and the output says so.
+``--plot FILE.png`` draws tenants Ready over time (steps 3 to 5) and the API requests per
+tenant lifecycle of each controller (``benchmarks/side_by_side_plot.py``).
 Every AITenant has a Gateway of its own name and carries
 ``maas.opendatahub.io/api-keys-revoked=true`` from its creation (no revocation Job or maas-api
 runs here). One watch on the AITenants times every step. In order:
@@ -43,15 +48,27 @@ import contextlib
 import dataclasses
 import json
 import os
+import shlex
 import statistics
+import tempfile
 import time
-from collections.abc import Awaitable, Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
-from devtools import audit, bench, peer, samples
+from benchmarks.tenant_load import (
+    IN_FLIGHT,
+    Tenants,
+    create_gateways,
+    create_tenants,
+    deadline_for,
+    delete_tenants,
+    tenant_body,
+)
+from devtools import audit, bench, kwok, peer, samples
 from devtools.cluster import LocalCluster, free_port, kube_bin_dir
+from devtools.maas_api import FakeMaasApi
 from devtools.node import cluster_with_node
 from lightkube import AsyncClient, KubeConfig
 from lightkube.resources.admissionregistration_v1 import ValidatingWebhookConfiguration
@@ -60,7 +77,6 @@ from aitenant import contract
 from aitenant.resources import AITenant
 
 REPO = Path(__file__).resolve().parent.parent
-IN_FLIGHT = 20
 WEBHOOK_CONFIG = "side-by-side"
 Figures = dict[str, float | None]
 
@@ -129,124 +145,6 @@ def table(results: dict[str, Figures], sizes: Sizes) -> str:
     return bench.markdown_table(["figure", *results], rows)
 
 
-# -- the load ---------------------------------------------------------------------------------
-def tenant_body(name: str) -> dict[str, Any]:
-    body = samples.aitenant(name, peer.AITENANT_NS)
-    body["metadata"]["annotations"] = {contract.ANNOTATION_API_KEYS_REVOKED: "true"}
-    return body
-
-
-async def bounded(
-    action: Callable[[str], Awaitable[object]], names: Iterable[str], limit: int | None
-) -> None:
-    """``action`` for each name, at most ``limit`` at a time (None: all at once)."""
-    names = list(names)
-    sem = asyncio.Semaphore(limit or max(1, len(names)))
-
-    async def one(name: str) -> None:
-        async with sem:
-            await action(name)
-
-    await asyncio.gather(*(one(n) for n in names))
-
-
-async def create_gateways(client: AsyncClient, names: Iterable[str]) -> None:
-    async def one(name: str) -> None:
-        await samples.create_gateway(client, samples.gateway(name, peer.GATEWAY_NS))
-
-    await bounded(one, names, IN_FLIGHT)
-
-
-async def create_tenants(client: AsyncClient, names: Iterable[str], limit: int | None) -> None:
-    async def one(name: str) -> None:
-        await samples.create_aitenant(client, tenant_body(name))
-
-    await bounded(one, names, limit)
-
-
-async def delete_tenants(client: AsyncClient, names: Iterable[str]) -> None:
-    async def one(name: str) -> None:
-        await client.delete(AITenant, name, namespace=peer.AITENANT_NS)
-
-    await bounded(one, names, None)
-
-
-def deadline_for(count: int) -> float:
-    """A generous timeout for ``count`` tenants to change state (the figures, not this, are
-    what the benchmark is about)."""
-    return 120 + 10 * count
-
-
-@dataclass
-class Tenants:
-    """When each AITenant was first given a status, first Ready, and gone (``time.time()``),
-    from one watch (started again if it breaks: a CRD replaced by the peer's may end it)."""
-
-    client: AsyncClient
-    status_at: dict[str, float] = field(default_factory=dict)
-    ready_at: dict[str, float] = field(default_factory=dict)
-    gone_at: dict[str, float] = field(default_factory=dict)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
-    restarts: int = 0
-
-    async def run(self) -> None:
-        while True:
-            try:
-                async for kind, obj in self.client.watch(AITenant, namespace=peer.AITENANT_NS):
-                    self.observe(kind, obj)
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                self.restarts += 1
-                await asyncio.sleep(0.2)
-                # Whatever went while the watch was down is gone.
-                present = {
-                    o["metadata"]["name"]
-                    async for o in self.client.list(AITenant, namespace=peer.AITENANT_NS)
-                }
-                for name in set(self.status_at) - present:
-                    self.gone_at.setdefault(name, time.time())
-
-    def observe(self, kind: str, obj: Any) -> None:
-        now = time.time()
-        name = obj["metadata"]["name"]
-        if kind == "DELETED":
-            self.gone_at.setdefault(name, now)
-        else:
-            status = obj.get("status") or {}
-            if status:
-                self.status_at.setdefault(name, now)
-            if any(
-                c.get("type") == "Ready" and c.get("status") == "True"
-                for c in status.get("conditions") or []
-            ):
-                self.ready_at.setdefault(name, now)
-        self.changed.set()
-
-    async def until(
-        self,
-        state: str,
-        names: Collection[str],
-        timeout: float,
-        check: Callable[[], None] = lambda: None,
-    ) -> None:
-        """Until every one of ``names`` reached ``state`` (status, ready, gone); ``check``
-        (raising to give up) at least once a second."""
-        seen = {"status": self.status_at, "ready": self.ready_at, "gone": self.gone_at}[state]
-        deadline = time.monotonic() + timeout
-        while missing := [n for n in names if n not in seen]:
-            check()
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise TimeoutError(
-                    f"{len(missing)} of {len(names)} tenants not {state} after {timeout:.0f} s,"
-                    f" e.g. {sorted(missing)[:3]} (the watch broke {self.restarts} times)"
-                )
-            self.changed.clear()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.changed.wait(), min(left, 1.0))
-
-
 @dataclass
 class Run:
     """One controller on its own control plane, and the figures it gave."""
@@ -258,6 +156,9 @@ class Run:
     tenants: Tenants
     audit_log: audit.Audit
     figures: Figures = field(default_factory=dict)
+    # Seconds from the first create of step 3 to each tenant of steps 3 to 5 turning Ready,
+    # in order (the plot's curve).
+    ready_s: list[float] = field(default_factory=list)
 
     def say(self, line: str) -> None:
         print(f"{self.name}: {line}", flush=True)
@@ -332,6 +233,7 @@ class Run:
         await create_gateways(self.client, sequential + burst)
         await asyncio.sleep(1)
         cpu_before = self.cpu()
+        first_create = time.time()
 
         latencies = []
         for name in sequential:
@@ -364,6 +266,8 @@ class Run:
                      f"{time.time() - started:.1f} s")  # fmt: skip
         cpu_after = self.cpu()
         created = len(sequential) + len(burst) + len(rest)
+        ready = self.tenants.ready_at
+        self.ready_s = sorted(ready[n] - first_create for n in sequential + burst + rest)
         if created:
             self.figures |= {
                 "create_apiserver_cpu_ms": (cpu_after[0] - cpu_before[0]) / created * 1000,
@@ -434,17 +338,29 @@ class Run:
         return timings
 
 
+@dataclass(frozen=True)
+class Setup:
+    """The sizes, and how many simulated nodes both controllers run on (0: the real one)."""
+
+    sizes: Sizes
+    simulated_nodes: int = 0
+
+
 async def measure(
     name: str,
     command: Callable[[Path], str],
     peer_crds: Path | None,
     webhook_port: int,
-    sizes: Sizes,
-) -> Figures:
+    setup: Setup,
+) -> Run:
     """Every figure of one controller (``command`` of the cluster's working folder) on a fresh
     control plane; a step that fails ends the run (its figures and the later ones stay
     empty)."""
-    with cluster_with_node(extra_users=[peer.CONTROLLER_USER], audit=True) as cluster:
+    sizes = setup.sizes
+    with (
+        cluster_with_node(extra_users=[peer.CONTROLLER_USER], audit=True) as cluster,
+        kwok.simulated_nodes(cluster, setup.simulated_nodes),
+    ):
         assert cluster.workdir is not None
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="side-by-side")
         await peer.prepare(client, cluster.workdir, peer_crds)
@@ -464,6 +380,7 @@ async def measure(
             audit.Audit(cluster.audit_log, peer.CONTROLLER_USER.name),
         )
         run.say(f"Kubernetes {version}, {kube_bin_dir()}; log {controller.log}")
+        run.say(kwok.describe(setup.simulated_nodes))
         tasks = [asyncio.create_task(run.tenants.run())]
         url = f"https://127.0.0.1:{webhook_port}{contract.WEBHOOK_PATH}"
         try:
@@ -482,7 +399,7 @@ async def measure(
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
             await client.close()
-        return run.figures
+        return run
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -494,25 +411,46 @@ async def main(args: argparse.Namespace) -> None:
         args.lifecycles,
         args.webhook_creates,
     )
+    setup = Setup(sizes, args.simulated_nodes)
     bench.precompile([REPO / "src"])  # ours starts from bytecode, as from the image
-    results: dict[str, Figures] = {}
+    runs: dict[str, Run] = {}
     ours_port = free_port()
 
-    def ours(workdir: Path) -> str:
-        ca_file, ca_key_file = samples.write_ca(workdir / "maas-api-ca")  # docs/differences.md D9
-        webhook = "--webhook-cert-dir $TMPDIR/k8s-webhook-server/serving-certs"
-        return peer.our_command(ca_file, ca_key_file, f"--webhook-port {ours_port} {webhook}")
+    # Ours revokes a new tenant's stale keys at its maas-api before Active (docs/contract.md
+    # §5.2), unreachable from the host: a stand-in on loopback answers. Its CA signs the
+    # maas-api serving certificates (docs/differences.md D9).
+    maas_api = FakeMaasApi(Path(tempfile.mkdtemp(prefix="side-by-side-maas-api-")))
+    await maas_api.start()
 
-    results["ours"] = await measure("ours", ours, None, ours_port, sizes)
+    def ours(_: Path) -> str:
+        webhook = "--webhook-cert-dir $TMPDIR/k8s-webhook-server/serving-certs"
+        maas = f"--maas-api-url-template {shlex.quote(maas_api.url_template)}"
+        extra = f"--webhook-port {ours_port} {webhook} {maas}"
+        return peer.our_command(maas_api.ca_file, maas_api.ca_key_file, extra)
+
+    try:
+        runs["ours"] = await measure("ours", ours, None, ours_port, setup)
+    finally:
+        await maas_api.stop()
     if args.peer_command:
         command = args.peer_command
-        results["peer"] = await measure(
-            "peer", lambda _: command, args.peer_crds, args.peer_webhook_port, sizes
+        runs["peer"] = await measure(
+            "peer", lambda _: command, args.peer_crds, args.peer_webhook_port, setup
         )
+    results = {name: run.figures for name, run in runs.items()}
+    ready = {name: run.ready_s for name, run in runs.items()}
+    where = kwok.describe(setup.simulated_nodes)
     if args.json:
-        figures = {"sizes": dataclasses.asdict(sizes), "figures": results}
-        args.json.write_text(json.dumps(figures, indent=1))
+        figures = {"sizes": dataclasses.asdict(sizes), "where": where, "figures": results}
+        args.json.write_text(json.dumps(figures | {"ready_s": ready}, indent=1))
+    if args.plot:
+        from benchmarks import side_by_side_plot  # matplotlib: the `bench` group only
+
+        requests = {name: f.get("lifecycle_requests") for name, f in results.items()}
+        side_by_side_plot.write(args.plot, ready, requests, f"{sizes.standing:,} tenants; {where}")
+        print(f"plot written to {args.plot}")
     print()
+    print(f"Where the pods ran: {where}.")
     print(table(results, sizes))
     if not args.peer_command:
         print(f"\nno peer: {peer.HOW_TO_RUN}")
@@ -537,6 +475,18 @@ def cli() -> None:
     parser.add_argument("--lifecycles", type=int, default=Sizes.lifecycles)
     parser.add_argument("--webhook-creates", type=int, default=Sizes.webhook_creates)
     parser.add_argument("--json", type=Path, help="also write the figures here")
+    parser.add_argument(
+        "--simulated-nodes",
+        type=int,
+        nargs="?",
+        const=kwok.DEFAULT_NODES,
+        default=0,
+        help="run the pods on this many KWOK nodes (default when given alone:"
+        f" {kwok.DEFAULT_NODES}) with the real node cordoned; devtools/kwok.py",
+    )
+    parser.add_argument(
+        "--plot", type=Path, help="write a PNG: tenants Ready over time, API requests per tenant"
+    )
     asyncio.run(main(parser.parse_args()))
 
 

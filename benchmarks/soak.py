@@ -4,7 +4,9 @@ The controller runs as a process with its webhook registered with the API server
 its RSS over time, API requests per tenant by verb, and the webhook's p99 latency (direct
 AdmissionReviews) at the start, with an empty cache, and at the end, with every tenant.
 Each tenant's maas-api pod runs on the node (devtools/node.py), which places pods by
-their CPU requests (50m each for maas-api): a 2-core machine holds some 38 tenants.
+their CPU requests (50m each for maas-api): a 2-core machine holds some 38 tenants. With
+``--simulated-nodes [N]`` the pods run on N KWOK nodes instead (devtools/kwok.py; the real
+node cordoned), and a thousand tenants fit: say ``--tenants 1000 --simulated-nodes``.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from typing import Any, cast
 
 import httpx
 import trustme
-from devtools import bench, samples
+from devtools import bench, kwok, samples
 from devtools.chaos import ControllerProcess, controller_args, wait_all
 from devtools.cluster import free_port
 from devtools.maas_api import FakeMaasApi
@@ -83,8 +85,9 @@ async def webhook_p99(url: str, ca_file: Path, n: int = 400) -> float:
     return latencies[int(len(latencies) * 0.99)]
 
 
-async def run(tenants: int) -> None:
-    with cluster_with_node() as cluster:
+async def run(tenants: int, simulated_nodes: int) -> None:
+    with cluster_with_node() as cluster, kwok.simulated_nodes(cluster, simulated_nodes):
+        print(f"{tenants} tenants, {kwok.describe(simulated_nodes)}", flush=True)
         assert cluster.workdir is not None
         work = cluster.workdir
         client = AsyncClient(KubeConfig.from_file(cluster.kubeconfig), field_manager="soak")
@@ -221,8 +224,16 @@ async def run(tenants: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tenants", type=int, default=30)
+    parser.add_argument(
+        "--simulated-nodes",
+        type=int,
+        nargs="?",
+        const=kwok.DEFAULT_NODES,
+        default=0,
+        help=f"pods on this many KWOK nodes (alone: {kwok.DEFAULT_NODES}); devtools/kwok.py",
+    )
     args = parser.parse_args()
-    asyncio.run(run(args.tenants))
+    asyncio.run(run(args.tenants, args.simulated_nodes))
 
 
 if __name__ == "__main__":
