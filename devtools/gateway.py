@@ -27,7 +27,7 @@ from typing import Any, Final
 import trustme
 import yaml
 
-from devtools.cluster import REPO_ROOT, LocalCluster, free_port, terminate_group, wait_or_kill_group
+from devtools.cluster import REPO_ROOT, free_port, terminate_group, wait_or_kill_group
 
 BUILD_SCRIPT: Final = REPO_ROOT / "scripts" / "build-gateway.sh"
 GATEWAY_CLASS: Final = "aitenant-traefik"
@@ -163,9 +163,11 @@ class Response:
 
 @dataclass
 class TraefikGateway:
-    """Traefik for ``cluster`` with one entry point per name of ``entry_points``."""
+    """Traefik for the cluster ``kubeconfig`` (an admin's) points at, with one entry point per
+    name of ``entry_points``; its files (configuration, logs) under ``workdir``/traefik."""
 
-    cluster: LocalCluster
+    kubeconfig: Path
+    workdir: Path
     entry_points: tuple[str, ...] = ("web",)
     ports: dict[str, int] = field(default_factory=dict)
     ca: trustme.CA = field(default_factory=trustme.CA)
@@ -173,8 +175,7 @@ class TraefikGateway:
 
     @property
     def work(self) -> Path:
-        assert self.cluster.workdir is not None
-        return self.cluster.workdir / "traefik"
+        return self.workdir / "traefik"
 
     @property
     def access_log(self) -> Path:
@@ -186,7 +187,7 @@ class TraefikGateway:
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         return subprocess.run(
-            ["kubectl", "--kubeconfig", str(self.cluster.kubeconfig), *args],
+            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
             input=stdin,
             capture_output=True,
             text=True,
@@ -221,6 +222,7 @@ class TraefikGateway:
             raise
 
     def _write_kubeconfig(self) -> Path:
+        admin = yaml.safe_load(self.kubeconfig.read_text())["clusters"][0]["cluster"]
         token = self.kubectl(
             "create", "token", SERVICE_ACCOUNT, "-n", NAMESPACE, f"--duration={TOKEN_DURATION}"
         ).strip()
@@ -230,10 +232,8 @@ class TraefikGateway:
             "clusters": [
                 {
                     "name": "local",
-                    "cluster": {
-                        "server": self.cluster.server,
-                        "certificate-authority": str(self.cluster.ca_file),
-                    },
+                    # The admin's server and its trust; our ServiceAccount's token.
+                    "cluster": admin,
                 }
             ],
             "users": [{"name": SERVICE_ACCOUNT, "user": {"token": token}}],

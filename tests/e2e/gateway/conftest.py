@@ -97,7 +97,10 @@ async def gateway_run(
     running, transport = await start_controller(
         cluster, kube, maas_api, maas_api_ca_file=ca_file, maas_api_ca_key_file=ca_key_file
     )
-    traefik = TraefikGateway(cluster, (SITE_A.entry_point, SITE_B.entry_point))
+    assert cluster.workdir is not None
+    traefik = TraefikGateway(
+        cluster.kubeconfig, cluster.workdir, (SITE_A.entry_point, SITE_B.entry_point)
+    )
     try:
         await asyncio.to_thread(traefik.start)
         log.warning("traefik serving %s; access log %s", traefik.ports, traefik.access_log)
