@@ -16,6 +16,7 @@ Entry points refuse encoded separators and the other encoded characters a path c
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import ssl
 import subprocess
@@ -27,7 +28,13 @@ from typing import Any, Final
 import trustme
 import yaml
 
-from devtools.cluster import REPO_ROOT, free_port, terminate_group, wait_or_kill_group
+from devtools.cluster import (
+    REPO_ROOT,
+    free_port,
+    kube_bin_dir,
+    terminate_group,
+    wait_or_kill_group,
+)
 
 BUILD_SCRIPT: Final = REPO_ROOT / "scripts" / "build-gateway.sh"
 GATEWAY_CLASS: Final = "aitenant-traefik"
@@ -66,6 +73,12 @@ ENCODED_CHARACTERS: Final = (
 )
 TOKEN_DURATION: Final = "24h"
 START_TIMEOUT: Final = 60.0
+
+
+@functools.cache
+def kubectl_binary() -> str:
+    """The kubectl built with the control plane (its version), found once per process."""
+    return str(kube_bin_dir() / "kubectl")
 
 
 def traefik_binary() -> Path:
@@ -187,7 +200,7 @@ class TraefikGateway:
 
     def kubectl(self, *args: str, stdin: str | None = None) -> str:
         return subprocess.run(
-            ["kubectl", "--kubeconfig", str(self.kubeconfig), *args],
+            [kubectl_binary(), "--kubeconfig", str(self.kubeconfig), *args],
             input=stdin,
             capture_output=True,
             text=True,
