@@ -17,7 +17,7 @@ BIN="$CACHE/traefik-$VERSION/bin"
 
 if [ ! -x "$BIN/traefik" ]; then
   mkdir -p "$BIN"
-  echo "build-gateway: building traefik $VERSION (about 11 minutes on 2 busy cores, cold)" >&2
+  echo "build-gateway: building traefik $VERSION (10 to 30 minutes on 2 cores, cold)" >&2
   (cd tools/traefik && CGO_ENABLED=0 go build -mod=readonly -trimpath -ldflags "-s -w" \
     -o "$BIN/traefik.tmp" github.com/traefik/traefik/v3/cmd/traefik)
   mv "$BIN/traefik.tmp" "$BIN/traefik"
