@@ -3,14 +3,16 @@
 Brings up etcd + kube-apiserver + kube-controller-manager on loopback and, where
 ``AITENANT_NODE=1`` (``scripts/dev demo`` sets it), one node (devtools/node.py: a
 kube-scheduler, containerd, a kubelet, CNI and kube-proxy) with the images the harness builds
-(devtools/images.py); or, with ``--use-kubeconfig``, uses the cluster ``$KUBECONFIG`` points
-at and starts no node. It installs the CRDs, starts ``aitenant-controller`` as a real process,
+(devtools/images.py); or, with ``--use-kubeconfig``, uses the cluster ``$KUBECONFIG`` points at
+and starts no node. It installs the CRDs, starts ``aitenant-controller`` as a real process,
 creates the seed example's Gateway and AITenant ``red-team``, and prints ``kubectl get
-aitenants`` and the platform's pods. The demo writes no status: on the node, the tenant is Ready
-because the kubelet runs its maas-api pod (the stand-in image) and reports it Ready. Without a
-node (``AITENANT_NODE=0``) nothing runs that pod, and on another cluster its own kubelet does:
-the demo then shows what the tenant reports. Then it keeps running until Ctrl-C (``--once`` to
-exit), and stops the node, removing what it made, before the control plane.
+aitenants`` and the platform's pods; on the node, also a ``curl`` through the tenant's Gateway
+(Traefik beside the node: devtools/demo_gateway.py) and its answer. The demo writes no status:
+on the node, the tenant is Ready because the kubelet runs its maas-api pod (the stand-in image)
+and reports it Ready. Without a node (``AITENANT_NODE=0``) nothing runs that pod, and on
+another cluster its own kubelet does: the demo then shows what the tenant reports. Then it
+keeps running until Ctrl-C (``--once`` to exit), and stops the node, removing what it made,
+before the control plane.
 
 The controller listens on loopback only, on ports picked free at start. If it exits, the demo
 notices at once, prints its last log lines and what to do, and exits 1 (no traceback); so it
@@ -38,8 +40,9 @@ from lightkube import ApiError, AsyncClient, KubeConfig
 
 from aitenant import contract
 from aitenant.resources import AITenant
-from devtools import images, samples
+from devtools import demo_gateway, images, samples
 from devtools.cluster import DEFAULT_CONTROLLERS, LocalCluster, free_port, kube_bin_dir
+from devtools.gateway import TraefikGateway
 from devtools.node import NODE_CONTROLLERS, NODE_IP, Node
 
 GATEWAY_NS = "gateways"
@@ -278,12 +281,20 @@ async def demo(
     ca_file, ca_key_file = samples.write_ca(workdir / "maas-api-ca")
 
     log_path = workdir / "controller.log"
+    # On the node, a real Gateway in front of the tenant (devtools/demo_gateway.py).
+    try:
+        traefik = demo_gateway.start(kubeconfig, workdir) if runs is Runs.NODE else None
+    except (RuntimeError, subprocess.CalledProcessError) as exc:
+        raise DemoFailed(f"the Gateway did not start: {exc}") from None
     controller = await start_controller(
         controller_command(kubeconfig, ca_file, ca_key_file, platform), log_path
     )
     try:
         cond, seconds = await while_running(
-            controller, create_tenant(client, runs), log_path, f"AITenant {TENANT} to be Ready"
+            controller,
+            create_tenant(client, runs, traefik),
+            log_path,
+            f"AITenant {TENANT} to be Ready",
         )
         print(f"\n{outcome(cond, seconds, runs)}\n")
         subprocess.run([kubectl(), "version"], env=env, check=True)
@@ -291,6 +302,8 @@ async def demo(
         subprocess.run(
             [kubectl(), "get", "pods", "-n", INFRA_NS, "-o", "wide"], env=env, check=True
         )
+        if traefik is not None and not await demo_gateway.show(traefik, TENANT):
+            raise DemoFailed(f"the tenant's Gateway did not answer (see {traefik.access_log})")
         print(f"\n{hints(kubeconfig, log_path, node_logs)}\n")
         if not once:
             print("Running; press Ctrl-C to stop the controller, the node and the control plane.")
@@ -302,16 +315,23 @@ async def demo(
         return 0
     finally:
         await stop_controller(controller)
+        if traefik is not None:
+            traefik.stop()
         await client.close()
 
 
-async def create_tenant(client: AsyncClient, runs: Runs) -> tuple[dict[str, Any] | None, float]:
-    """The sample Gateway and AITenant; its Ready condition (True on the node, else
-    TimeoutError; elsewhere whatever the controller reports) and the seconds from the
-    AITenant's creation to it."""
+async def create_tenant(
+    client: AsyncClient, runs: Runs, traefik: TraefikGateway | None = None
+) -> tuple[dict[str, Any] | None, float]:
+    """The sample Gateway (``traefik``'s where given) and AITenant; its Ready condition (True
+    on the node, else TimeoutError; elsewhere whatever the controller reports) and the seconds
+    from the AITenant's creation to it."""
     # The controller creates the AITenant infrastructure namespace when it starts.
     await samples.wait_namespace(client, contract.DEFAULT_AITENANT_NAMESPACE, 60)
-    await samples.create_gateway(client, samples.gateway(TENANT, GATEWAY_NS))
+    if traefik is None:
+        await samples.create_gateway(client, samples.gateway(TENANT, GATEWAY_NS))
+    else:
+        await demo_gateway.create_gateway(client, traefik, TENANT, GATEWAY_NS)
     created = time.monotonic()
     await samples.create_aitenant(
         client,

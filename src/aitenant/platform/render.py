@@ -34,6 +34,10 @@ NAME_MAX: Final = 63
 CRONJOB_NAME_MAX: Final = 52
 DEFAULT_MAX_EXPIRATION_DAYS: Final = 90
 MAAS_API_PORT: Final = 8443
+# How long a stopping maas-api pod keeps serving before it is told to stop: the Service's
+# endpoints and every Gateway drop it meanwhile, so a pod replaced by a rollout (a renewed
+# certificate) takes no request down with it (docs/platform.md §1, docs/differences.md D38).
+MAAS_API_DRAIN_SECONDS: Final = 5
 # Request paths the TokenRateLimitPolicy leaves to the maas-api route; everything else on the
 # Gateway is denied by default. What the route itself matches is ``routes.PUBLIC_PATHS``.
 ROUTE_PREFIXES: Final = ("/v1/models", "/v1/subscriptions", "/v1/api-keys")
@@ -346,6 +350,7 @@ def template_variables(ctx: PlatformContext) -> dict[str, Any]:
         "gateway_pods": gateway_pods(ctx),
         "cert_annotation": contract.ANNOTATION_SERVING_CERT_SHA256,
         "port": MAAS_API_PORT,
+        "drain_seconds": MAAS_API_DRAIN_SECONDS,
         "bare_matches": routes.bare_matches(),
         "prefixed_rules": routes.prefixed_rules(),
         "gateway_prefixes": (API_PREFIX, *ROUTE_PREFIXES),

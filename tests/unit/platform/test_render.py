@@ -160,6 +160,10 @@ def test_deployment(make_ctx: MakeContext, serving: Any) -> None:
         assert "initialDelaySeconds" not in container[probe]
     startup = container["startupProbe"]
     assert startup["periodSeconds"] * startup["failureThreshold"] == 60
+    # A stopping pod serves on for 5 s while the endpoints drop it, within the default 30 s
+    # grace period (docs/platform.md §1).
+    assert container["lifecycle"] == {"preStop": {"sleep": {"seconds": 5}}}
+    assert pod["spec"].get("terminationGracePeriodSeconds", 30) > 5
     assert container["securityContext"]["readOnlyRootFilesystem"] is True
     assert container["securityContext"]["capabilities"] == {"drop": ["ALL"]}
     assert container["volumeMounts"] == [

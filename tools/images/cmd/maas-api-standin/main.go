@@ -4,12 +4,17 @@
 // key-cleanup CronJob call:
 //
 //	GET    /health                               {"status": "healthy"}
+//	GET    /v1/models                            {"object": "list", "data": []}
 //	DELETE /internal/v1/tenants/{tenant}/api-keys {"revokedCount": n, "message": ...}
 //	POST   /internal/v1/api-keys/cleanup          {"deletedCount": n, "message": ...}
 //
 // A tenant other than TENANT_NAME (when set) is refused with 400, as is an empty one.
 // Under /standin/v1/ it serves what only the tests use: POST .../tenants/{tenant}/api-keys
-// makes one active key, GET .../calls lists the internal calls received.
+// makes one active key, GET .../calls lists the internal calls received, GET .../requests
+// every request received (method and path as sent, before any cleaning), so a test can show
+// that no spelling of an internal path reached maas-api through a Gateway (docs/platform.md
+// §5). Every answer says which tenant's pod gave it: X-Standin-Tenant (TENANT_NAME) and
+// X-Standin-Pod (the host name, the pod's name).
 //
 // With --exit-at-start it logs why and exits 1 before listening: a crash-looping maas-api.
 package main
@@ -31,11 +36,29 @@ type call struct {
 	Status int    `json:"status"`
 }
 
+// request is one request as it arrived: RequestURI is the target of the request line, so
+// "//internal" or "%2e%2e" shows as sent, not as Go's router would clean it. ForwardedFor is
+// the X-Forwarded-For a proxy (a Gateway) adds: empty for the kubelet's probes and our
+// CronJob's calls.
+type request struct {
+	Method       string `json:"method"`
+	Path         string `json:"path"`
+	ForwardedFor string `json:"forwardedFor"`
+}
+
 type server struct {
-	tenant string
-	mu     sync.Mutex
-	keys   map[string]int
-	calls  []call
+	tenant   string
+	pod      string
+	mu       sync.Mutex
+	keys     map[string]int
+	calls    []call
+	requests []request
+}
+
+func (s *server) record(r *http.Request) {
+	s.mu.Lock()
+	s.requests = append(s.requests, request{r.Method, r.RequestURI, r.Header.Get("X-Forwarded-For")})
+	s.mu.Unlock()
 }
 
 func (s *server) reply(w http.ResponseWriter, r *http.Request, status int, body any) {
@@ -66,6 +89,9 @@ func (s *server) routes() *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /health", func(w http.ResponseWriter, r *http.Request) {
 		s.reply(w, r, http.StatusOK, map[string]string{"status": "healthy"})
+	})
+	mux.HandleFunc("GET /v1/models", func(w http.ResponseWriter, r *http.Request) {
+		s.reply(w, r, http.StatusOK, map[string]any{"object": "list", "data": []any{}})
 	})
 	mux.HandleFunc("DELETE /internal/v1/tenants/{tenant}/api-keys", func(w http.ResponseWriter, r *http.Request) {
 		tenant, ok := s.checkTenant(w, r)
@@ -104,6 +130,12 @@ func (s *server) routes() *http.ServeMux {
 		s.mu.Unlock()
 		s.reply(w, r, http.StatusOK, calls)
 	})
+	mux.HandleFunc("GET /standin/v1/requests", func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		requests := append([]request{}, s.requests...)
+		s.mu.Unlock()
+		s.reply(w, r, http.StatusOK, requests)
+	})
 	return mux
 }
 
@@ -119,10 +151,14 @@ func main() {
 	if cert == "" || key == "" {
 		log.Fatal("maas-api stand-in: TLS_CERT and TLS_KEY must name the serving certificate")
 	}
-	s := &server{tenant: os.Getenv("TENANT_NAME"), keys: map[string]int{}}
+	pod, _ := os.Hostname()
+	s := &server{tenant: os.Getenv("TENANT_NAME"), pod: pod, keys: map[string]int{}}
 	mux := s.routes()
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		log.Printf("%s %s from %s", r.Method, r.URL.Path, r.RemoteAddr)
+		log.Printf("%s %s from %s", r.Method, r.RequestURI, r.RemoteAddr)
+		s.record(r)
+		w.Header().Set("X-Standin-Tenant", s.tenant)
+		w.Header().Set("X-Standin-Pod", s.pod)
 		mux.ServeHTTP(w, r)
 	})
 	log.Printf("maas-api stand-in for tenant %q on %s", s.tenant, *addr)
