@@ -22,13 +22,14 @@ from lightkube import ApiError, AsyncClient
 
 from aitenant.resources import AITenant
 
-from ..conftest import AITENANT_NS, GATEWAY_NS, RunningController, wait_phase
-from ..controller.test_platform_runs import (
+from ..controller.maas_api_pods import (
     POD_READY_TIMEOUT,
     ServiceAddresses,
     start_controller,
     tenant_gone,
 )
+from ..harness import AITENANT_NS, GATEWAY_NS, RunningController
+from ..tenants import wait_phase
 
 log = logging.getLogger(__name__)
 

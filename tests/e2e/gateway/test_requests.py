@@ -29,14 +29,15 @@ from lightkube.types import PatchType
 from aitenant.platform import kinds, routes
 from aitenant.resources import AITenant, Gateway
 
-from ..conftest import AITENANT_NS, GATEWAY_NS, INFRA_NS, eventually, get_tenant
-from ..controller.test_platform_runs import (
+from ..controller.maas_api_pods import (
     POD_READY_TIMEOUT,
     call_pod,
     delete_tenant,
     maas_api_pods,
     pod_ready,
 )
+from ..harness import AITENANT_NS, GATEWAY_NS, INFRA_NS, eventually
+from ..tenants import get_tenant
 from .conftest import SITE_A, SITE_B, GatewayRun, Site
 
 pytestmark = pytest.mark.e2e
