@@ -307,14 +307,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--sequential", type=int, default=10)
     parser.add_argument("--burst", type=int, default=25)
-    parser.add_argument(
-        "--simulated-nodes",
-        type=int,
-        nargs="?",
-        const=kwok.DEFAULT_NODES,
-        default=0,
-        help=f"pods on this many KWOK nodes (alone: {kwok.DEFAULT_NODES}); devtools/kwok.py",
-    )
+    kwok.add_simulated_nodes_argument(parser)
     args = parser.parse_args()
     asyncio.run(run(args.sequential, args.burst, args.simulated_nodes))
 

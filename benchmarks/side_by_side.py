@@ -475,15 +475,7 @@ def cli() -> None:
     parser.add_argument("--lifecycles", type=int, default=Sizes.lifecycles)
     parser.add_argument("--webhook-creates", type=int, default=Sizes.webhook_creates)
     parser.add_argument("--json", type=Path, help="also write the figures here")
-    parser.add_argument(
-        "--simulated-nodes",
-        type=int,
-        nargs="?",
-        const=kwok.DEFAULT_NODES,
-        default=0,
-        help="run the pods on this many KWOK nodes (default when given alone:"
-        f" {kwok.DEFAULT_NODES}) with the real node cordoned; devtools/kwok.py",
-    )
+    kwok.add_simulated_nodes_argument(parser)
     parser.add_argument(
         "--plot", type=Path, help="write a PNG: tenants Ready over time, API requests per tenant"
     )

@@ -224,14 +224,7 @@ async def run(tenants: int, simulated_nodes: int) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--tenants", type=int, default=30)
-    parser.add_argument(
-        "--simulated-nodes",
-        type=int,
-        nargs="?",
-        const=kwok.DEFAULT_NODES,
-        default=0,
-        help=f"pods on this many KWOK nodes (alone: {kwok.DEFAULT_NODES}); devtools/kwok.py",
-    )
+    kwok.add_simulated_nodes_argument(parser)
     args = parser.parse_args()
     asyncio.run(run(args.tenants, args.simulated_nodes))
 

@@ -20,6 +20,7 @@ and removes the route. The e2e suite never uses this module.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 import subprocess
@@ -44,6 +45,21 @@ NODE_PREFIX = "kwok-node-"
 # Room for ~250 maas-api pods (50m CPU, 64Mi each; docs/design.md) per node: six nodes take
 # a thousand tenants with room for the lifecycle and burst tenants beside them.
 DEFAULT_NODES = 6
+
+
+def add_simulated_nodes_argument(parser: argparse.ArgumentParser) -> None:
+    """``--simulated-nodes [N]``, the benchmarks' switch to pods on KWOK's nodes."""
+    parser.add_argument(
+        "--simulated-nodes",
+        type=int,
+        nargs="?",
+        const=DEFAULT_NODES,
+        default=0,
+        help=f"run the pods on this many KWOK nodes (alone: {DEFAULT_NODES}) with the real "
+        "node cordoned; devtools/kwok.py",
+    )
+
+
 NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "250"}
 # Node leases instead of a status write per node per heartbeat: KWOK's default node stages
 # pick the lease heartbeat when this is not 0.
