@@ -30,6 +30,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -48,14 +49,42 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def cluster_role_with_binding(
+    name: str, rules: list[dict[str, Any]], subject: dict[str, str]
+) -> list[dict[str, Any]]:
+    """A ClusterRole of ``rules`` and a ClusterRoleBinding of it to ``subject``, both ``name``."""
+    rbac = "rbac.authorization.k8s.io"
+    return [
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRole",
+            "metadata": {"name": name},
+            "rules": rules,
+        },
+        {
+            "apiVersion": f"{rbac}/v1",
+            "kind": "ClusterRoleBinding",
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": rbac, "kind": "ClusterRole", "name": name},
+            "subjects": [subject],
+        },
+    ]
+
+
+def built_by(script: Path) -> Path:
+    """What a build script of ``scripts/`` built: the path its last output line names (a
+    cached build answers at once, a first one builds)."""
+    out = subprocess.run(
+        ["bash", str(script)], check=True, stdout=subprocess.PIPE, text=True
+    ).stdout
+    return Path(out.strip().splitlines()[-1])
+
+
 @functools.cache
 def kube_bin_dir() -> Path:
     """Directory with kube-apiserver, kube-controller-manager, kubectl and etcd (the build
     script's answer: a cached build returns at once, a first one builds)."""
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1])
+    return built_by(BUILD_SCRIPT)
 
 
 @dataclass

@@ -30,6 +30,8 @@ import yaml
 
 from devtools.cluster import (
     REPO_ROOT,
+    built_by,
+    cluster_role_with_binding,
     free_port,
     kube_bin_dir,
     terminate_group,
@@ -82,10 +84,7 @@ def kubectl_binary() -> str:
 
 
 def traefik_binary() -> Path:
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1])
+    return built_by(BUILD_SCRIPT)
 
 
 def rbac_manifests() -> list[dict[str, Any]]:
@@ -115,25 +114,11 @@ def rbac_manifests() -> list[dict[str, Any]]:
             "kind": "ServiceAccount",
             "metadata": {"name": SERVICE_ACCOUNT, "namespace": NAMESPACE},
         },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRole",
-            "metadata": {"name": GATEWAY_CLASS},
-            "rules": rules,
-        },
-        {
-            "apiVersion": "rbac.authorization.k8s.io/v1",
-            "kind": "ClusterRoleBinding",
-            "metadata": {"name": GATEWAY_CLASS},
-            "roleRef": {
-                "apiGroup": "rbac.authorization.k8s.io",
-                "kind": "ClusterRole",
-                "name": GATEWAY_CLASS,
-            },
-            "subjects": [
-                {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE}
-            ],
-        },
+        *cluster_role_with_binding(
+            GATEWAY_CLASS,
+            rules,
+            {"kind": "ServiceAccount", "name": SERVICE_ACCOUNT, "namespace": NAMESPACE},
+        ),
         {
             "apiVersion": "gateway.networking.k8s.io/v1",
             "kind": "GatewayClass",

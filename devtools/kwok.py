@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from devtools.cluster import REPO_ROOT, LocalCluster, kube_bin_dir, terminate_group
+from devtools.cluster import REPO_ROOT, LocalCluster, built_by, kube_bin_dir, terminate_group
 from devtools.cluster import wait_or_kill_group as wait_group
 from devtools.node import NODE_NAME
 
@@ -67,10 +67,7 @@ LEASE_SECONDS = 40
 
 
 def kwok_bin() -> Path:
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1]) / "kwok"
+    return built_by(BUILD_SCRIPT) / "kwok"
 
 
 def node_names(count: int) -> list[str]:

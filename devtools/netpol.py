@@ -26,6 +26,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import yaml
 
@@ -34,6 +35,8 @@ from devtools.cluster import (
     SERVICE_CIDR,
     LocalCluster,
     User,
+    built_by,
+    cluster_role_with_binding,
     terminate_group,
     wait_or_kill_group,
 )
@@ -57,35 +60,17 @@ SYNC_DONE = "sync iptables took"
 
 @functools.cache
 def kube_router_binary() -> Path:
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1]) / "kube-router"
+    return built_by(BUILD_SCRIPT) / "kube-router"
 
 
-def rbac(user: User) -> list[dict[str, object]]:
+def rbac(user: User) -> list[dict[str, Any]]:
     """A ClusterRole reading only ``READS``, bound to ``user``."""
-    role = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": RBAC_NAME},
-        "rules": [
-            {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
-            for group, resources in READS
-        ],
-    }
-    binding = {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRoleBinding",
-        "metadata": {"name": RBAC_NAME},
-        "roleRef": {
-            "apiGroup": "rbac.authorization.k8s.io",
-            "kind": "ClusterRole",
-            "name": RBAC_NAME,
-        },
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user.name}],
-    }
-    return [role, binding]
+    rules: list[dict[str, Any]] = [
+        {"apiGroups": [group], "resources": list(resources), "verbs": ["get", "list", "watch"]}
+        for group, resources in READS
+    ]
+    subject = {"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user.name}
+    return cluster_role_with_binding(RBAC_NAME, rules, subject)
 
 
 def ours(name: str, prefixes: tuple[str, ...]) -> bool:

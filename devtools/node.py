@@ -47,6 +47,7 @@ from devtools import node_host as host
 from devtools.cluster import (
     REPO_ROOT,
     LocalCluster,
+    built_by,
     free_port,
     terminate_group,
     wait_or_kill_group,
@@ -83,10 +84,7 @@ LOCK_FILE = Path("/run/aitenant-node.lock")
 
 
 def node_bin_dir() -> Path:
-    out = subprocess.run(
-        ["bash", str(BUILD_SCRIPT)], check=True, stdout=subprocess.PIPE, text=True
-    ).stdout
-    return Path(out.strip().splitlines()[-1])
+    return built_by(BUILD_SCRIPT)
 
 
 @dataclass
