@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,12 @@ def test_audit_counts_one_users_requests_since_the_last_take(tmp_path: Path) -> 
     with log.open("a") as out:
         out.write("\n" + event("controller", "delete", "2026-01-01T00:00:04.000000Z") + "\n")
     assert reader.take() == {"get secrets": 1, "delete secrets": 1}
+
+
+def test_a_review_is_a_question_not_a_write() -> None:
+    counts = Counter({"create selfsubjectreviews": 1, "create subjectaccessreviews": 2})
+    assert audit.writes(counts) == 0
+    assert audit.writes(counts + Counter({"create leases": 1})) == 1
 
 
 def test_audit_window_keeps_requests_received_within_it(tmp_path: Path) -> None:
