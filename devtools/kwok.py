@@ -42,9 +42,12 @@ NODE_IP = "10.246.255.254"
 FAKE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_VALUE = "fake"
 NODE_PREFIX = "kwok-node-"
-# Room for ~250 maas-api pods (50m CPU, 64Mi each; docs/design.md) per node: six nodes take
-# a thousand tenants with room for the lifecycle and burst tenants beside them.
-DEFAULT_NODES = 6
+# Room for ~250 pods (maas-api's: 50m CPU, 64Mi each; docs/design.md) per node. A tenant of
+# ours runs one pod, one of the reference three (maas-api and two payload-processing
+# Deployments in the Gateway namespace): fourteen nodes take a thousand tenants of either,
+# with the lifecycle and burst tenants beside them. Six stalled the reference at 500.
+DEFAULT_NODES = 14
+PODS_PER_TENANT = 3  # the most of the controllers compared
 
 
 def add_simulated_nodes_argument(parser: argparse.ArgumentParser) -> None:
