@@ -9,7 +9,10 @@
   ``opendatahub.io/managed: "false"``; otherwise it is server-side applied (field manager
   ``aitenant-controller``, force, so any drift in the fields we set is taken back) on the
   version judged, unless it already holds every value we render (``covers``), so an unchanged
-  tenant costs reads only. ``create_only`` objects (the Gateway AuthPolicy) are created when
+  tenant costs reads only. A create records our fields as an Update; the first apply that
+  follows turns that entry into our Apply entry just before it (so an apply that renders fewer
+  fields removes the rest), and a created object that never changes is never written again.
+  ``create_only`` objects (the Gateway AuthPolicy) are created when
   missing and never written afterwards.
 * ``prune``: delete the tenant's objects (found by the tracking labels) that are no longer
   rendered, e.g. the TelemetryPolicy once telemetry is turned off.
@@ -182,6 +185,10 @@ def is_unmanaged(obj: Mapping[str, Any] | None) -> bool:
     return any(ref.get("controller") for ref in meta.get("ownerReferences") or [])
 
 
+class _ReadItFirst(Exception):
+    """A write is due on an object judged from a cached copy: judge it again on the API's."""
+
+
 @dataclass
 class ApplyReport:
     live: dict[Ref, dict[str, Any]] = field(default_factory=dict)
@@ -245,9 +252,10 @@ class Applier:
         live = lookup(manifest) if lookup is not None else UNKNOWN
         if manifest.ref in self._refused or manifest.ref in self._not_ours:
             live = UNKNOWN  # not in the caches (not labelled as ours): ask the API
-        if live is UNKNOWN:
+        fresh = live is UNKNOWN
+        if fresh:
             live = await self._read(manifest)
-        result = await self._ensure(manifest, live, report)
+        result = await self._ensure(manifest, live, report, fresh=fresh)
         if result is not None:
             report.live[manifest.ref] = result
 
@@ -258,7 +266,12 @@ class Applier:
             raise ApplyError(f"get {manifest}: {api_message(exc)}", exc) from None
 
     async def _ensure(
-        self, manifest: Manifest, live: dict[str, Any] | None, report: ApplyReport
+        self,
+        manifest: Manifest,
+        live: dict[str, Any] | None,
+        report: ApplyReport,
+        *,
+        fresh: bool,
     ) -> dict[str, Any] | None:
         if manifest.create_only:
             if live is None:
@@ -274,20 +287,23 @@ class Applier:
                 if created is not None:
                     report.created.append(str(manifest))
                     return created
-                live = await self._read(manifest)  # exists after all: judged below
+                live, fresh = await self._read(manifest), True  # exists after all: judged below
                 if live is None:
                     continue
             try:
-                return await self._update(manifest, live, report)
+                return await self._update(manifest, live, report, fresh=fresh)
+            except _ReadItFirst:
+                pass
             except ApiError as exc:
                 if not is_conflict(exc):
                     raise ApplyError(f"apply {manifest}: {api_message(exc)}", exc) from None
-            # Changed since it was judged (annotated, relabelled, deleted): judge it again.
-            live = await self._read(manifest)
+            # Changed since it was judged (annotated, relabelled, deleted), or judged on a
+            # cached copy: judge it again on the API's.
+            live, fresh = await self._read(manifest), True
         raise ApplyError(f"apply {manifest}: it kept changing while it was written", None)
 
     async def _update(
-        self, manifest: Manifest, live: dict[str, Any], report: ApplyReport
+        self, manifest: Manifest, live: dict[str, Any], report: ApplyReport, *, fresh: bool
     ) -> dict[str, Any]:
         """Write an existing object once it is judged ours and not opted out; the write holds
         the judged version as its precondition, so a change meanwhile (an opt-out, new labels)
@@ -303,14 +319,18 @@ class Applier:
             return live
         if covers(live, manifest.obj):
             report.unchanged += 1
-            # A create whose upgrade to our Apply entry lost every race (the deployment
-            # controller writes a new Deployment several times) is finished here, level-triggered.
-            return await self._owned_as_applied(manifest, live)
+            return live
         version = live["metadata"].get("resourceVersion") or ""
         refused = self._refused.pop(manifest.ref, None)
         if refused and refused[0] == version:
             self._refused[manifest.ref] = refused  # unchanged since: refused again, unwritten
             raise ForeignObject(manifest, live, refused[1])
+        if not fresh:
+            # The caches keep no managedFields, and whether our entry is still a create's
+            # decides the write: read the object (a write is rare once a tenant is up).
+            raise _ReadItFirst
+        if (upgrade := self._upgrade_patch(live)) is not None:
+            version = await self._own_as_applied(manifest, upgrade)
         try:
             applied = await self._patch(manifest, version)
         except ApiError as exc:
@@ -341,8 +361,7 @@ class Applier:
 
     async def _create(self, manifest: Manifest) -> dict[str, Any] | None:
         """Create ``manifest``; None when something has its name already (never written
-        over). The fields are then owned as by an apply, so a later apply that renders fewer
-        removes the rest."""
+        over)."""
         try:
             created = dict(
                 await self.client.create(
@@ -356,39 +375,28 @@ class Applier:
         self._refused.pop(manifest.ref, None)
         self._not_ours.discard(manifest.ref)
         log.debug("created %s", manifest)
-        return await self._owned_as_applied(manifest, created)
+        return created
 
-    async def _owned_as_applied(
-        self, manifest: Manifest, written: dict[str, Any]
-    ) -> dict[str, Any]:
-        """A create records our fields as an Update; turn that entry into our Apply entry (what
-        kubectl's client-side-to-server-side upgrade does), on the version read. Another
-        controller writing meanwhile (the deployment controller's revision annotation) moves
-        the version: read again and retry."""
-        live: dict[str, Any] | None = written
-        for _ in range(APPLY_ATTEMPTS):
-            if live is None:
-                return written
-            patch = self._upgrade_patch(live)
-            if patch is None:
-                return live
-            try:
-                return dict(
-                    await self.client.patch(
-                        manifest.kind.resource,
-                        manifest.name,
-                        patch,
-                        namespace=manifest.namespace,
-                        patch_type=PatchType.JSON,
-                        field_manager=self.field_manager,
-                    )
-                )
-            except ApiError as exc:
-                log.debug("%s: managedFields not upgraded yet: %s", manifest, api_message(exc))
-            live = await self._read(manifest)
-        return written
+    async def _own_as_applied(self, manifest: Manifest, upgrade: dict[str, Any]) -> str:
+        """Turn our Update entry (a create's) into our Apply entry, as kubectl's
+        client-side-to-server-side upgrade does, so the apply that follows owns every field we
+        set and removes those it no longer renders; the version it was judged on is the
+        precondition (409 if it moved: judged again). The new version."""
+        upgraded = dict(
+            await self.client.patch(
+                manifest.kind.resource,
+                manifest.name,
+                upgrade,
+                namespace=manifest.namespace,
+                patch_type=PatchType.MERGE,
+                field_manager=self.field_manager,
+            )
+        )
+        return str(upgraded["metadata"]["resourceVersion"])
 
-    def _upgrade_patch(self, live: dict[str, Any]) -> list[dict[str, Any]] | None:
+    def _upgrade_patch(self, live: dict[str, Any]) -> dict[str, Any] | None:
+        """The merge patch that makes our Update entry an Apply entry; None when there is none
+        to upgrade."""
         meta = live["metadata"]
         entries: list[dict[str, Any]] = meta.get("managedFields") or []
         upgraded = [
@@ -401,10 +409,7 @@ class Applier:
         ]
         if upgraded == entries:
             return None
-        return [
-            {"op": "test", "path": "/metadata/resourceVersion", "value": meta["resourceVersion"]},
-            {"op": "replace", "path": "/metadata/managedFields", "value": upgraded},
-        ]
+        return {"metadata": {"resourceVersion": meta["resourceVersion"], "managedFields": upgraded}}
 
     async def _create_only(self, manifest: Manifest, report: ApplyReport) -> dict[str, Any] | None:
         try:

@@ -197,6 +197,10 @@ async def test_telemetry_labels_follow_the_config(
     }
     obj = await get(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS)
     assert obj["spec"]["targetRef"]["name"] == name
+    # The organization label, created with the policy, went: the create's entry was made an
+    # Apply entry before the apply that no longer renders it.
+    entries = {m["manager"]: m["operation"] for m in obj["metadata"]["managedFields"]}
+    assert entries["aitenant-controller"] == "Apply"
     assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "maas-observability"
 
 

@@ -211,15 +211,11 @@ async def test_a_same_named_object_of_ours_someone_else_made_is_refused_once_the
     created["metadata"]["managedFields"] = [
         {"manager": "aitenant-controller", "operation": "Update", "fieldsV1": {"f:spec": {}}}
     ]
-    gone = ScriptedApi().on("CREATE", DEPLOYMENTS, ok(created, 201))
-    gone.on("PATCH", PATH, ok(created))  # unscripted GET: 404
+    gone = ScriptedApi().on("CREATE", DEPLOYMENTS, ok(created, 201))  # unscripted GET: 404
     applier.client = gone.client()
     report = await applier.apply_all([Manifest(desired)], lambda _: None)
     assert report.created == [str(Manifest(desired))]
-    assert [s.verb for s in gone.sent] == ["GET", "CREATE", "PATCH"]
-    upgrade = gone.sent[2]
-    assert upgrade.body[0] == {"op": "test", "path": "/metadata/resourceVersion", "value": "7"}
-    assert upgrade.body[1]["value"][0]["operation"] == "Apply", "owned as by an apply"
+    assert [s.verb for s in gone.sent] == ["GET", "CREATE"], "created, nothing more"
 
 
 async def test_an_object_without_our_labels_is_never_written() -> None:
@@ -279,11 +275,11 @@ async def test_an_object_changed_since_it_was_read_is_judged_again() -> None:
     kept = copy.deepcopy(cached)
     kept["metadata"]["annotations"] = {contract.ANNOTATION_OPENDATAHUB_MANAGED: "false"}
     changed = status(409, "Conflict", "the object has been modified")
-    api = ScriptedApi().on("PATCH", PATH, changed).on("GET", PATH, ok(kept))
+    api = ScriptedApi().on("PATCH", PATH, changed).on("GET", PATH, ok(cached), ok(kept))
     report = await Applier(api.client()).apply_all([Manifest(desired)], lambda _: cached)
     assert report.unmanaged == [str(Manifest(desired))]
-    assert [s.verb for s in api.sent] == ["PATCH", "GET"]
-    assert api.sent[0].params.get("force") == "true"
+    assert [s.verb for s in api.sent] == ["GET", "PATCH", "GET"], "read before the write"
+    assert api.sent[1].params.get("force") == "true"
 
 
 def test_who_made_an_object_leaves_out_those_that_only_report_its_status() -> None:
@@ -306,30 +302,43 @@ def test_who_made_an_object_leaves_out_those_that_only_report_its_status() -> No
     assert managers_of({"metadata": {}}) == []
 
 
-async def test_a_create_left_as_an_update_is_owned_as_applied_by_a_later_pass() -> None:
-    """A create whose upgrade to our Apply entry lost every race (the deployment controller
-    writes a new Deployment several times) is finished by the next pass that finds the object
-    unchanged, and a pass after that writes nothing."""
+async def test_a_created_object_is_owned_as_applied_only_when_it_must_be_applied() -> None:
+    """A create records our fields as an Update entry. A pass that finds the object unchanged
+    writes nothing; one that must apply first turns that entry into our Apply entry on the
+    version judged (so the apply removes what it no longer renders), then applies on the
+    version that gave. The caches keep no managedFields, so a write is judged on a fresh read;
+    a conflict on the upgrade is judged again (docs/design.md §9.1)."""
     from aitenant.platform.apply import Applier
     from aitenant.platform.render import Manifest
 
-    from ..scripted_api import ScriptedApi, ok
+    from ..scripted_api import ScriptedApi, ok, status
 
     desired = ours(DESIRED)
-    left = ours(live_copy())
-    left["metadata"]["managedFields"] = [
+    cached = ours(live_copy())  # as the caches keep it: no managedFields
+    api = ScriptedApi()
+    applier = Applier(api.client())
+    report = await applier.apply_all([Manifest(desired)], lambda _: cached)
+    assert report.unchanged == 1
+    assert api.sent == [], "unchanged: no read, no write"
+
+    cached["spec"]["replicas"] = 4  # drift: an apply is due
+    drifted = copy.deepcopy(cached)
+    drifted["metadata"]["managedFields"] = [
         {"manager": "aitenant-controller", "operation": "Update", "fieldsV1": {"f:spec": {}}}
     ]
-    upgraded = copy.deepcopy(left)
+    upgraded = copy.deepcopy(drifted)
+    upgraded["metadata"].update(resourceVersion="8")
     upgraded["metadata"]["managedFields"][0]["operation"] = "Apply"
-    api = ScriptedApi().on("PATCH", PATH, ok(upgraded))
-    applier = Applier(api.client())
-
-    report = await applier.apply_all([Manifest(desired)], lambda _: left)
-    assert report.unchanged == 1
-    assert not report.applied
-    assert [s.verb for s in api.sent] == ["PATCH"], "one upgrade, no apply"
-    assert api.sent[0].body[1]["value"][0]["operation"] == "Apply"
-
-    await applier.apply_all([Manifest(desired)], lambda _: upgraded)
-    assert [s.verb for s in api.sent] == ["PATCH"], "nothing more once owned as applied"
+    moved = status(409, "Conflict", "the object has been modified")
+    api.on("PATCH", PATH, moved, ok(upgraded), ok(upgraded)).on("GET", PATH, ok(drifted))
+    report = await applier.apply_all([Manifest(desired)], lambda _: cached)
+    assert report.applied == [str(Manifest(desired))]
+    assert [s.verb for s in api.sent] == ["GET", "PATCH", "GET", "PATCH", "PATCH"]
+    first, upgrade, apply = api.sent[1], api.sent[3], api.sent[4]
+    assert first.body == upgrade.body, "judged again after the conflict, the same upgrade"
+    assert upgrade.body["metadata"]["resourceVersion"] == "7", "on the version judged"
+    assert [e["operation"] for e in upgrade.body["metadata"]["managedFields"]] == ["Apply"]
+    assert "fieldManager" in upgrade.params
+    assert "force" not in upgrade.params
+    assert apply.params.get("force") == "true"
+    assert apply.body["metadata"]["resourceVersion"] == "8", "on the upgraded version"
