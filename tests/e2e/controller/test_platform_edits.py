@@ -173,20 +173,27 @@ async def test_telemetry_labels_follow_the_config(
     policy = f"maas-telemetry-{name}"
     await make_tenant(kube, name)
     await wait_phase(kube, name, "Active")
-    await kube.patch(
-        MaasTenantConfig,
-        CONFIG,
-        {"spec": {"telemetry": {"metrics": {"captureUser": True, "captureOrganization": False}}}},
-        namespace=f"ai-tenant-{name}",
-        patch_type=PatchType.MERGE,
-    )
+
+    async def configure(metrics: dict[str, bool]) -> None:
+        await kube.patch(
+            MaasTenantConfig,
+            CONFIG,
+            {"spec": {"telemetry": {"metrics": metrics}}},
+            namespace=f"ai-tenant-{name}",
+            patch_type=PatchType.MERGE,
+        )
 
     async def labels() -> dict[str, str]:
         obj = await get(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS)
         return obj["spec"]["metrics"]["default"]["labels"]
 
-    # A telemetry block without "enabled" is on; user on, organization off, model by default.
-    assert await eventually(labels) == {
+    # A telemetry block without "enabled" is on; organization and model by default.
+    await configure({"captureUser": False})
+    assert "organization_id" in await eventually(labels)
+    # User on, organization off: the label the create set goes (our create's managedFields
+    # entry became an Apply entry before the apply that no longer renders it).
+    await configure({"captureUser": True, "captureOrganization": False})
+    expected = {
         "subscription": "auth.identity.selected_subscription",
         "cost_center": (
             "has(auth.identity.subscription_info.costCenter) ? "
@@ -195,13 +202,16 @@ async def test_telemetry_labels_follow_the_config(
         "user": "auth.identity.userid",
         "model": 'responseBodyJSON("/model")',
     }
+
+    async def updated() -> bool:
+        return await labels() == expected
+
+    await eventually(updated)
     obj = await get(kube, kinds.TELEMETRY_POLICY, policy, GATEWAY_NS)
     assert obj["spec"]["targetRef"]["name"] == name
-    # The organization label, created with the policy, went: the create's entry was made an
-    # Apply entry before the apply that no longer renders it.
-    entries = {m["manager"]: m["operation"] for m in obj["metadata"]["managedFields"]}
-    assert entries["aitenant-controller"] == "Apply"
     assert obj["metadata"]["labels"]["app.kubernetes.io/part-of"] == "maas-observability"
+    ours = [m for m in obj["metadata"]["managedFields"] if m["manager"] == "aitenant-controller"]
+    assert [m["operation"] for m in ours] == ["Apply"]
 
 
 async def test_an_older_route_level_auth_policy_is_pruned_unless_unmanaged(
