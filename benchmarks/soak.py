@@ -1,8 +1,11 @@
 """Soak: 30 tenants created, reconciled to Active, resynced, and deleted. Prints figures.
 
 The controller runs as a process with its webhook registered with the API server. Printed:
-its RSS over time, API requests per tenant by verb, and the webhook's p99 latency (direct
-AdmissionReviews) at the start, with an empty cache, and at the end, with every tenant.
+its RSS over time, API requests per tenant by verb, the webhook's p99 latency (direct
+AdmissionReviews) at the start, with an empty cache, and at the end, with every tenant, and
+where the machine's CPU went while the tenants were made Active (API server, etcd, the
+controllers of the control plane, KWOK, ours, the load), with the least time that work could
+take on this machine's cores.
 Each tenant's maas-api pod runs on the node (devtools/node.py), which places pods by
 their CPU requests (50m each for maas-api): a 2-core machine holds some 38 tenants. With
 ``--simulated-nodes [N]`` the pods run on N KWOK nodes instead (devtools/kwok.py; the real
@@ -14,6 +17,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import os
 import ssl
 import time
 from collections import Counter
@@ -49,6 +53,26 @@ def print_cache_sizes(metrics_port: int) -> None:
     for labels, size in sorted(sizes.items(), key=lambda item: -item[1]):
         count = values.get(f"aitenant_informer_objects{{{labels}", 0)
         print(f"  {labels.rstrip('}')}: {count:.0f} objects, {size / 1e3:.0f} kB")
+
+
+def print_machine_cpu(wall: float, busy: float, spent: dict[str, float], tenants: int) -> None:
+    """Where the machine's CPU went while the tenants were made Active, per tenant, and the
+    shortest time that work could take on this machine's cores."""
+    cores = os.cpu_count() or 1
+    per_tenant = sorted(spent.items(), key=lambda item: -item[1])
+    shown = per_tenant[:8]
+    rest = busy - sum(cpu for _, cpu in shown)
+    print(
+        f"machine CPU while creating: {busy:.0f} CPU-s in {wall:.0f} s ({busy / wall:.2f} of"
+        f" {cores} cores busy); per tenant: "
+        + ", ".join(f"{name} {cpu / tenants * 1000:.0f} ms" for name, cpu in shown)
+        + f", the rest {rest / tenants * 1000:.0f} ms; at {busy / tenants * 1000:.0f} ms of CPU"
+        f" per tenant, {tenants} tenants take at least {busy / cores:.0f} s on {cores} cores",
+        flush=True,
+    )
+    bench.record("soak_create_cpu_per_tenant_ms", busy / tenants * 1000)
+    for name, cpu in shown:
+        bench.record(f"soak_create_cpu_per_tenant_ms_{name}", cpu / tenants * 1000)
 
 
 def rss_mb(pid: int) -> float:
@@ -166,10 +190,12 @@ async def run(tenants: int, simulated_nodes: int) -> None:
                     await samples.create_aitenant(client, samples.aitenant(name, AITENANT_NS))
 
             t0 = time.monotonic()
+            machine = bench.MachineCpu({controller.proc.pid: "controller", os.getpid(): "load"})
             await asyncio.gather(*(create(n) for n in names))
             await wait_all(client, AITENANT_NS, names, gone=False, timeout=1800)
             print(f"{tenants} tenants Active after {time.monotonic() - t0:.0f} s", flush=True)
             bench.record("soak_active_s", time.monotonic() - t0)
+            print_machine_cpu(*machine.took(), tenants)
             bench.record("soak_rss_active_mb", rss_mb(controller.proc.pid))
             print_cache_sizes(metrics_port)
             p99_end = await webhook_p99(url, ca_file)

@@ -9,7 +9,7 @@
 * ``wait_listening``, ``metrics_text``, ``parse_metrics``, ``api_by_verb``,
   ``reconciles_by_controller`` and ``wait_until_quiet``: reading a running controller.
 * ``process_cpu_seconds``, ``peak_rss_mb`` and ``session_pids``: what a process costs, read
-  from ``/proc``.
+  from ``/proc``; ``MachineCpu``: where the whole machine's CPU went over a stretch, by process.
 * ``percentile``, ``fmt`` and ``markdown_table``: the figures as the benchmarks print them.
 * ``webhook_calls``: the API server's own timing of its calls to the AITenant webhook.
 * ``precompile``: bytecode for the trees a controller imports, as the image has it.
@@ -209,6 +209,54 @@ def process_cpu_seconds(pid: int) -> float:
     """User + system CPU of process ``pid`` and of the children it waited for."""
     # utime, stime, cutime, cstime are fields 14-17 of stat.
     return sum(int(v) for v in _stat_fields(pid)[11:15]) / os.sysconf("SC_CLK_TCK")
+
+
+def _busy_seconds() -> float:
+    """CPU seconds the machine has spent busy since boot, all cores (the first line of
+    proc(5)'s /proc/stat: every column but idle and iowait; guest time is in user already)."""
+    ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_by_process(names: dict[int, str]) -> dict[str, float]:
+    """CPU seconds of every live process, summed by ``names[pid]`` or else its command name."""
+    spent: dict[str, float] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        pid = int(entry.name)
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
+        utime, stime = stat.rsplit(")", 1)[1].split()[11:13]
+        name = names.get(pid, comm)
+        spent[name] = spent.get(name, 0.0) + (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+    return spent
+
+
+class MachineCpu:
+    """Where the machine's CPU went between ``__init__`` and ``took``: the busy total and each
+    live process's share by command name (``names`` renames some, e.g. the controller). A
+    process that started and ended in between counts in the total only."""
+
+    def __init__(self, names: dict[int, str]) -> None:
+        self.names = names
+        self.started = time.monotonic()
+        self.busy = _busy_seconds()
+        self.by_process = _cpu_by_process(names)
+
+    def took(self) -> tuple[float, float, dict[str, float]]:
+        """Wall seconds, busy CPU seconds and CPU seconds by process since ``__init__``."""
+        now = _cpu_by_process(self.names)
+        spent = {name: cpu - self.by_process.get(name, 0.0) for name, cpu in now.items()}
+        return (
+            time.monotonic() - self.started,
+            _busy_seconds() - self.busy,
+            {name: cpu for name, cpu in spent.items() if cpu > 0},
+        )
 
 
 def peak_rss_mb(pid: int) -> float:

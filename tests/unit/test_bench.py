@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -125,3 +128,18 @@ def test_side_by_side_sizes_never_go_below_the_tenants_already_made() -> None:
     assert sizes.rest == 0
     assert sizes.standing == 16
     assert sizes.deleted == 15
+
+
+def test_machine_cpu_names_a_busy_child_and_counts_it_in_the_busy_total() -> None:
+    spin = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
+    child = subprocess.Popen([sys.executable, "-c", spin + "\ntime.sleep(30)"])
+    try:
+        machine = bench.MachineCpu({child.pid: "spinner"})
+        time.sleep(1.0)
+        wall, busy, spent = machine.took()
+    finally:
+        child.kill()
+        child.wait()
+    assert wall >= 1.0
+    assert spent["spinner"] >= 0.25  # it spun while we watched, under the name given
+    assert busy >= spent["spinner"] - 0.02  # the machine's total holds it (10 ms ticks)
