@@ -347,15 +347,21 @@ class Applier:
         """Server-side apply with force, on ``version`` only (the API answers 409 otherwise)."""
         body = {**manifest.obj, "metadata": {**manifest.obj["metadata"]}}
         body["metadata"]["resourceVersion"] = version
+        return await self._send_patch(manifest, body, PatchType.APPLY)
+
+    async def _send_patch(
+        self, manifest: Manifest, body: dict[str, Any], patch_type: PatchType
+    ) -> dict[str, Any]:
+        """A patch of our field manager (an apply is forced: drift in our fields is ours)."""
         return dict(
             await self.client.patch(
                 manifest.kind.resource,
                 manifest.name,
                 body,
                 namespace=manifest.namespace,
-                patch_type=PatchType.APPLY,
+                patch_type=patch_type,
                 field_manager=self.field_manager,
-                force=True,
+                force=patch_type is PatchType.APPLY,
             )
         )
 
@@ -382,16 +388,7 @@ class Applier:
         client-side-to-server-side upgrade does, so the apply that follows owns every field we
         set and removes those it no longer renders; the version it was judged on is the
         precondition (409 if it moved: judged again). The new version."""
-        upgraded = dict(
-            await self.client.patch(
-                manifest.kind.resource,
-                manifest.name,
-                upgrade,
-                namespace=manifest.namespace,
-                patch_type=PatchType.MERGE,
-                field_manager=self.field_manager,
-            )
-        )
+        upgraded = await self._send_patch(manifest, upgrade, PatchType.MERGE)
         return str(upgraded["metadata"]["resourceVersion"])
 
     def _upgrade_patch(self, live: dict[str, Any]) -> dict[str, Any] | None:
