@@ -220,14 +220,14 @@ async def run(tenants: int, simulated_nodes: int) -> None:
             resync = api_by_verb(metrics_port)
             # The audit log names each write; a review (the start-up SelfSubjectReview: who am
             # I) stores nothing and is not one.
-            written = {key: n for key, n in requests.take().items() if audit.is_write(key)}
+            written = Counter({key: n for key, n in requests.take().items() if audit.is_write(key)})
             writes = sum(written.values())
             bench.record("soak_resync_gets_per_tenant", resync.get("GET", 0) / tenants)
             bench.record("soak_resync_writes", writes)
             print(
                 f"resync after restart: every tenant and config reconciled in "
                 f"{resync_seconds:.0f} s; writes {writes:.0f}"
-                f" ({audit.breakdown(Counter(written), 1) or 'none'}); API requests per tenant:"
+                f" ({audit.breakdown(written, 1) or 'none'}); API requests per tenant:"
                 f" {per_tenant(resync, {}, tenants)}",
                 flush=True,
             )

@@ -42,12 +42,14 @@ NODE_IP = "10.246.255.254"
 FAKE_ANNOTATION = "kwok.x-k8s.io/node"
 FAKE_VALUE = "fake"
 NODE_PREFIX = "kwok-node-"
-# Room for ~250 pods (maas-api's: 50m CPU, 64Mi each; docs/design.md) per node. A tenant of
+# Room for 250 pods (maas-api's: 50m CPU, 64Mi each; docs/design.md) per node. A tenant of
 # ours runs one pod, one of the reference three (maas-api and two payload-processing
-# Deployments in the Gateway namespace): fourteen nodes take a thousand tenants of either,
-# with the lifecycle and burst tenants beside them. Six stalled the reference at 500.
-DEFAULT_NODES = 14
+# Deployments in the Gateway namespace): the default takes 1,100 tenants of either (a thousand,
+# with the lifecycle and burst tenants beside them). Six nodes stalled the reference at 500.
+PODS_PER_NODE = 250
+NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": str(PODS_PER_NODE)}
 PODS_PER_TENANT = 3  # the most of the controllers compared
+DEFAULT_NODES = -(-1_100 * PODS_PER_TENANT // PODS_PER_NODE)  # rounded up: 14
 
 
 def add_simulated_nodes_argument(parser: argparse.ArgumentParser) -> None:
@@ -63,7 +65,6 @@ def add_simulated_nodes_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-NODE_CAPACITY = {"cpu": "32", "memory": "256Gi", "pods": "250"}
 # Node leases instead of a status write per node per heartbeat: KWOK's default node stages
 # pick the lease heartbeat when this is not 0.
 LEASE_SECONDS = 40
