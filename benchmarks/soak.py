@@ -55,22 +55,32 @@ def print_cache_sizes(metrics_port: int) -> None:
         print(f"  {labels.rstrip('}')}: {count:.0f} objects, {size / 1e3:.0f} kB")
 
 
-def print_machine_cpu(wall: float, busy: float, spent: dict[str, float], tenants: int) -> None:
-    """Where the machine's CPU went while the tenants were made Active, per tenant, and the
-    shortest time that work could take on this machine's cores."""
+def print_machine_cpu(spent: bench.CpuSpent, clients: Counter[str], tenants: int) -> None:
+    """Where the machine's CPU went while the tenants were made Active, per tenant, the API
+    requests each client sent meanwhile, and the least time that work takes on these cores."""
     cores = os.cpu_count() or 1
-    per_tenant = sorted(spent.items(), key=lambda item: -item[1])
-    shown = per_tenant[:8]
-    rest = busy - sum(cpu for _, cpu in shown)
+    shown = sorted(spent.by_process.items(), key=lambda item: -item[1])[:8]
+    others = sum(spent.by_process.values()) - sum(cpu for _, cpu in shown)
+    ended = spent.busy - spent.interrupts - sum(spent.by_process.values())
+
+    def ms(cpu: float) -> str:
+        return f"{cpu / tenants * 1000:.0f} ms"
+
     print(
-        f"machine CPU while creating: {busy:.0f} CPU-s in {wall:.0f} s ({busy / wall:.2f} of"
-        f" {cores} cores busy); per tenant: "
-        + ", ".join(f"{name} {cpu / tenants * 1000:.0f} ms" for name, cpu in shown)
-        + f", the rest {rest / tenants * 1000:.0f} ms; at {busy / tenants * 1000:.0f} ms of CPU"
-        f" per tenant, {tenants} tenants take at least {busy / cores:.0f} s on {cores} cores",
+        f"machine CPU while creating: {spent.busy:.0f} CPU-s in {spent.wall:.0f} s"
+        f" ({spent.busy / spent.wall:.2f} of {cores} cores busy); per tenant: "
+        + ", ".join(f"{name} {ms(cpu)}" for name, cpu in shown)
+        + f", other processes {ms(others)}, processes that ended {ms(ended)}, interrupts"
+        f" {ms(spent.interrupts)}; at {ms(spent.busy)} of CPU per tenant, {tenants} tenants"
+        f" take at least {spent.busy / cores:.0f} s on {cores} cores",
         flush=True,
     )
-    bench.record("soak_create_cpu_per_tenant_ms", busy / tenants * 1000)
+    print(
+        "API requests per tenant meanwhile, by client (watches left out): "
+        + ", ".join(f"{user} {n / tenants:.1f}" for user, n in clients.most_common(8)),
+        flush=True,
+    )
+    bench.record("soak_create_cpu_per_tenant_ms", spent.busy / tenants * 1000)
     for name, cpu in shown:
         bench.record(f"soak_create_cpu_per_tenant_ms_{name}", cpu / tenants * 1000)
 
@@ -191,11 +201,15 @@ async def run(tenants: int, simulated_nodes: int) -> None:
 
             t0 = time.monotonic()
             machine = bench.MachineCpu({controller.proc.pid: "controller", os.getpid(): "load"})
+            window_start = time.time()
             await asyncio.gather(*(create(n) for n in names))
             await wait_all(client, AITENANT_NS, names, gone=False, timeout=1800)
             print(f"{tenants} tenants Active after {time.monotonic() - t0:.0f} s", flush=True)
             bench.record("soak_active_s", time.monotonic() - t0)
-            print_machine_cpu(*machine.took(), tenants)
+            spent = machine.took()
+            await asyncio.sleep(2)  # the audit log is written in batches
+            clients = audit.requests_by_user(cluster.audit_log, (window_start, time.time() - 2))
+            print_machine_cpu(spent, clients, tenants)
             bench.record("soak_rss_active_mb", rss_mb(controller.proc.pid))
             print_cache_sizes(metrics_port)
             p99_end = await webhook_p99(url, ca_file)

@@ -2,7 +2,8 @@
 reads of any object it names, served kind or not.
 
 ``requests`` lists the requests on named objects; ``Audit`` counts every request one user sent
-(lists and discovery too), by verb and resource, as the benchmarks print them."""
+(lists and discovery too), by verb and resource, as the benchmarks print them;
+``requests_by_user`` counts every user's."""
 
 from __future__ import annotations
 
@@ -143,6 +144,22 @@ class Audit:
                     resource += "/" + ref["subresource"]
                 counts[f"{verb} {resource}"] += 1
         return counts
+
+
+def requests_by_user(path: Path, window: tuple[float, float]) -> Counter[str]:
+    """Every user's requests (watches left out) that the API server received within ``window``
+    (two ``time.time()`` stamps): who made the API server work."""
+    counts: Counter[str] = Counter()
+    with path.open() as log:
+        for line in log:
+            if not line.endswith("\n"):
+                break
+            event = json.loads(line)
+            if event.get("stage") != "ResponseComplete" or event.get("verb") == "watch":
+                continue
+            if window[0] <= audit_time(event.get("requestReceivedTimestamp", "")) <= window[1]:
+                counts[event.get("user", {}).get("username", "?")] += 1
+    return counts
 
 
 def audit_time(stamp: str) -> float:

@@ -211,12 +211,14 @@ def process_cpu_seconds(pid: int) -> float:
     return sum(int(v) for v in _stat_fields(pid)[11:15]) / os.sysconf("SC_CLK_TCK")
 
 
-def _busy_seconds() -> float:
-    """CPU seconds the machine has spent busy since boot, all cores (the first line of
-    proc(5)'s /proc/stat: every column but idle and iowait; guest time is in user already)."""
+def _busy_seconds() -> tuple[float, float]:
+    """CPU seconds the machine has spent busy since boot, all cores, and of those the
+    interrupts' (the first line of proc(5)'s /proc/stat; guest time is in user already).
+    Interrupts are mostly the network stack's softirqs, which no process is charged for."""
     ticks = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
     user, nice, system, _idle, _iowait, irq, softirq, steal = ticks
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq + steal) / hz, (irq + softirq) / hz
 
 
 def _cpu_by_process(names: dict[int, str]) -> dict[str, float]:
@@ -237,24 +239,32 @@ def _cpu_by_process(names: dict[int, str]) -> dict[str, float]:
     return spent
 
 
+class CpuSpent(NamedTuple):
+    wall: float
+    busy: float  # every core's busy time
+    interrupts: float  # of ``busy``
+    by_process: dict[str, float]  # live processes by name; those that ended are in busy only
+
+
 class MachineCpu:
-    """Where the machine's CPU went between ``__init__`` and ``took``: the busy total and each
-    live process's share by command name (``names`` renames some, e.g. the controller). A
-    process that started and ended in between counts in the total only."""
+    """Where the machine's CPU went between ``__init__`` and ``took``: the busy total, the
+    interrupts' share and each live process's by command name (``names`` renames some, e.g.
+    the controller)."""
 
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names
         self.started = time.monotonic()
-        self.busy = _busy_seconds()
+        self.busy, self.interrupts = _busy_seconds()
         self.by_process = _cpu_by_process(names)
 
-    def took(self) -> tuple[float, float, dict[str, float]]:
-        """Wall seconds, busy CPU seconds and CPU seconds by process since ``__init__``."""
+    def took(self) -> CpuSpent:
         now = _cpu_by_process(self.names)
         spent = {name: cpu - self.by_process.get(name, 0.0) for name, cpu in now.items()}
-        return (
+        busy, interrupts = _busy_seconds()
+        return CpuSpent(
             time.monotonic() - self.started,
-            _busy_seconds() - self.busy,
+            busy - self.busy,
+            interrupts - self.interrupts,
             {name: cpu for name, cpu in spent.items() if cpu > 0},
         )
 

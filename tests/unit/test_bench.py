@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -107,6 +106,24 @@ def test_audit_window_keeps_requests_received_within_it(tmp_path: Path) -> None:
     assert audit.Audit(log, "controller").take(window=(start, start + 1)) == {"get secrets": 1}
 
 
+def test_requests_by_user_counts_every_client_within_the_window(tmp_path: Path) -> None:
+    log = tmp_path / "audit.log"
+    log.write_text(
+        "".join(
+            event(user, verb, f"2026-01-01T00:00:0{second}.000000Z") + "\n"
+            for user, verb, second in [
+                ("controller", "get", 1),
+                ("kwok", "patch", 2),
+                ("kwok", "watch", 2),  # a watch is left out
+                ("controller", "create", 3),
+                ("kwok", "patch", 5),  # after the window
+            ]
+        )
+    )
+    window = (audit.audit_time("2026-01-01T00:00:01Z"), audit.audit_time("2026-01-01T00:00:04Z"))
+    assert audit.requests_by_user(log, window) == {"controller": 2, "kwok": 1}
+
+
 def test_side_by_side_table_has_one_column_per_controller() -> None:
     sizes = side_by_side.Sizes(sequential=10, burst=20, tenants=60, delete=25)
     assert sizes.rest == 29
@@ -131,15 +148,18 @@ def test_side_by_side_sizes_never_go_below_the_tenants_already_made() -> None:
 
 
 def test_machine_cpu_names_a_busy_child_and_counts_it_in_the_busy_total() -> None:
-    spin = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
-    child = subprocess.Popen([sys.executable, "-c", spin + "\ntime.sleep(30)"])
-    try:
-        machine = bench.MachineCpu({child.pid: "spinner"})
-        time.sleep(1.0)
-        wall, busy, spent = machine.took()
-    finally:
-        child.kill()
-        child.wait()
-    assert wall >= 1.0
-    assert spent["spinner"] >= 0.25  # it spun while we watched, under the name given
-    assert busy >= spent["spinner"] - 0.02  # the machine's total holds it (10 ms ticks)
+    spin = (
+        "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass\n"
+        "print('spun', flush=True)\ntime.sleep(30)"
+    )
+    with subprocess.Popen([sys.executable, "-c", spin], stdout=subprocess.PIPE, text=True) as child:
+        try:
+            machine = bench.MachineCpu({child.pid: "spinner"})  # before it runs any Python
+            assert child.stdout is not None
+            assert child.stdout.readline() == "spun\n"  # however busy the machine is
+            spent = machine.took()
+        finally:
+            child.kill()
+    assert spent.by_process["spinner"] >= 0.28  # it spun while we watched, as named
+    assert spent.busy >= spent.by_process["spinner"] - 0.02  # in the total (10 ms ticks)
+    assert 0 <= spent.interrupts <= spent.busy
