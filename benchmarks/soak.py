@@ -77,7 +77,7 @@ def print_machine_cpu(spent: bench.CpuSpent, clients: Counter[str], tenants: int
     )
     print(
         "API requests per tenant meanwhile, by client (watches left out): "
-        + ", ".join(f"{user} {n / tenants:.1f}" for user, n in clients.most_common(8)),
+        + ", ".join(f"{client} {n / tenants:.1f}" for client, n in clients.most_common(10)),
         flush=True,
     )
     bench.record("soak_create_cpu_per_tenant_ms", spent.busy / tenants * 1000)
@@ -208,7 +208,7 @@ async def run(tenants: int, simulated_nodes: int) -> None:
             bench.record("soak_active_s", time.monotonic() - t0)
             spent = machine.took()
             await asyncio.sleep(2)  # the audit log is written in batches
-            clients = audit.requests_by_user(cluster.audit_log, (window_start, time.time() - 2))
+            clients = audit.requests_by_client(cluster.audit_log, (window_start, time.time() - 2))
             print_machine_cpu(spent, clients, tenants)
             bench.record("soak_rss_active_mb", rss_mb(controller.proc.pid))
             print_cache_sizes(metrics_port)

@@ -3,7 +3,7 @@ reads of any object it names, served kind or not.
 
 ``requests`` lists the requests on named objects; ``Audit`` counts every request one user sent
 (lists and discovery too), by verb and resource, as the benchmarks print them;
-``requests_by_user`` counts every user's."""
+``requests_by_client`` counts every client's."""
 
 from __future__ import annotations
 
@@ -146,9 +146,11 @@ class Audit:
         return counts
 
 
-def requests_by_user(path: Path, window: tuple[float, float]) -> Counter[str]:
-    """Every user's requests (watches left out) that the API server received within ``window``
-    (two ``time.time()`` stamps): who made the API server work."""
+def requests_by_client(path: Path, window: tuple[float, float]) -> Counter[str]:
+    """Every client's requests (watches left out) that the API server received within
+    ``window`` (two ``time.time()`` stamps): who made the API server work. A client is its
+    user agent's product (with the controller's name for kube-controller-manager's) and its
+    user: the local control plane's components share the admin user."""
     counts: Counter[str] = Counter()
     with path.open() as log:
         for line in log:
@@ -158,8 +160,20 @@ def requests_by_user(path: Path, window: tuple[float, float]) -> Counter[str]:
             if event.get("stage") != "ResponseComplete" or event.get("verb") == "watch":
                 continue
             if window[0] <= audit_time(event.get("requestReceivedTimestamp", "")) <= window[1]:
-                counts[event.get("user", {}).get("username", "?")] += 1
+                counts[client_of(event)] += 1
     return counts
+
+
+def client_of(event: dict[str, Any]) -> str:
+    """``product[/controller] (user)`` from an audit event's user agent and user, e.g.
+    ``kube-controller-manager/deployment-controller (admin)`` for the agent
+    ``kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/8f2c1e0/deployment-controller``."""
+    agent = event.get("userAgent", "")
+    product = agent.split("/", 1)[0] or "?"
+    build = agent.rsplit(" ", 1)[-1].split("/")
+    if len(build) > 2 and build[0] == "kubernetes":
+        product += "/" + build[2]
+    return f"{product} ({event.get('user', {}).get('username', '?')})"
 
 
 def audit_time(stamp: str) -> float:

@@ -106,22 +106,28 @@ def test_audit_window_keeps_requests_received_within_it(tmp_path: Path) -> None:
     assert audit.Audit(log, "controller").take(window=(start, start + 1)) == {"get secrets": 1}
 
 
-def test_requests_by_user_counts_every_client_within_the_window(tmp_path: Path) -> None:
+def test_requests_by_client_counts_every_client_within_the_window(tmp_path: Path) -> None:
+    deployments = "kube-controller-manager/v1.37.2 (linux/amd64) kubernetes/8f2c1e0/deployment"
     log = tmp_path / "audit.log"
     log.write_text(
         "".join(
-            event(user, verb, f"2026-01-01T00:00:0{second}.000000Z") + "\n"
-            for user, verb, second in [
-                ("controller", "get", 1),
-                ("kwok", "patch", 2),
-                ("kwok", "watch", 2),  # a watch is left out
-                ("controller", "create", 3),
-                ("kwok", "patch", 5),  # after the window
+            json.dumps({**json.loads(event(user, verb, f"2026-01-01T00:00:0{s}Z")), "userAgent": a})
+            + "\n"
+            for user, verb, s, a in [
+                ("controller", "get", 1, "python-httpx/0.28"),
+                ("admin", "patch", 2, "kwok/v0.7.0 (linux/amd64) kwok/abc"),
+                ("admin", "watch", 2, "kwok/v0.7.0 (linux/amd64) kwok/abc"),  # left out
+                ("admin", "create", 3, deployments),
+                ("admin", "patch", 5, "kwok/v0.7.0 (linux/amd64) kwok/abc"),  # after the window
             ]
         )
     )
     window = (audit.audit_time("2026-01-01T00:00:01Z"), audit.audit_time("2026-01-01T00:00:04Z"))
-    assert audit.requests_by_user(log, window) == {"controller": 2, "kwok": 1}
+    assert audit.requests_by_client(log, window) == {
+        "python-httpx (controller)": 1,
+        "kwok (admin)": 1,
+        "kube-controller-manager/deployment (admin)": 1,
+    }
 
 
 def test_side_by_side_table_has_one_column_per_controller() -> None:
