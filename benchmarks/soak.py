@@ -116,6 +116,7 @@ async def webhook_p99(url: str, ca_file: Path, n: int = 400) -> float:
             )
             latencies.append(time.perf_counter() - started)
             assert resp.status_code == 200
+            assert resp.json()["response"]["allowed"], resp.text  # the path a create takes
     latencies.sort()
     return latencies[int(len(latencies) * 0.99)]
 

@@ -69,6 +69,7 @@ async def fire(url: str, ca: Path, total: int, concurrency: int) -> list[float]:
                 resp = await http.post(url, content=body)
                 latencies.append(time.perf_counter() - started)
                 assert resp.status_code == 200, resp.text
+                assert resp.json()["response"]["allowed"], resp.text
 
         await asyncio.gather(*(worker() for _ in range(concurrency)))
     return latencies

@@ -276,10 +276,16 @@ async def wait_namespace(client: AsyncClient, name: str, timeout: float) -> None
             await asyncio.sleep(0.1)
 
 
+# Who a sample AdmissionReview says asked: the local control plane's admin (devtools/cluster.py),
+# whom the webhook's SubjectAccessReview allows to use any Gateway.
+ADMIN_USER_INFO = {"username": "admin", "groups": ["system:masters", "system:authenticated"]}
+
+
 def admission_review_body(
     name: str, gateway_name: str, namespace: str = contract.DEFAULT_AITENANT_NAMESPACE
 ) -> bytes:
-    """An AdmissionReview for the CREATE of an AITenant, as the API server would send it."""
+    """An AdmissionReview for the CREATE of an AITenant by the cluster's admin, as the API server
+    would send it (without a user the webhook cannot check who may use the Gateway, and denies)."""
     return json.dumps(
         {
             "apiVersion": "admission.k8s.io/v1",
@@ -294,6 +300,7 @@ def admission_review_body(
                     "resource": "aitenants",
                 },
                 "namespace": namespace,
+                "userInfo": ADMIN_USER_INFO,
                 "object": aitenant(name, namespace, gateway_name=gateway_name),
             },
         }
