@@ -17,6 +17,7 @@ from aitenant.app.aitenant_namespace import NamespaceSetupError, ensure_managed_
 from aitenant.app.client import make_client
 from aitenant.app.wiring import build_app
 from aitenant.platform.discovery import http_fetch
+from aitenant.runtime.client.transport import limit_tls_read_buffers
 from aitenant.runtime.serving.metrics import Metrics
 from aitenant.settings import Settings, SettingsError, load_settings
 
@@ -97,4 +98,5 @@ def main(argv: Sequence[str] | None = None) -> None:
     # The webhook's thread waits for the interpreter lock at each step of a review; 1 ms
     # instead of 5 lets it in sooner while reconciles run (docs/design.md §9.7).
     sys.setswitchinterval(0.001)
+    limit_tls_read_buffers()
     raise SystemExit(asyncio.run(run(settings)))

@@ -26,6 +26,20 @@ if TYPE_CHECKING:
 
 # aiohttp computes these from the body it sends.
 _HOP_HEADERS = frozenset({b"content-length", b"transfer-encoding"})
+# asyncio gives every TLS connection a read buffer of SSLProtocol.max_size, 256 KiB, allocated
+# and zeroed as it connects: with some 60 open (REQUEST_CONNECTIONS and a watch per informer)
+# that was about 15 MB of the controller's memory. A TLS record holds at most 16 KiB of data,
+# so 64 KiB reads cost a long list only a few more wake-ups (docs/design.md §9.5).
+TLS_READ_BUFFER = 64 * 1024
+
+
+def limit_tls_read_buffers() -> None:
+    """Every TLS connection the process opens from now on (the API server's, the webhook's)
+    reads through a buffer of TLS_READ_BUFFER: asyncio has no setting for it but this class
+    attribute."""
+    from asyncio import sslproto
+
+    sslproto.SSLProtocol.max_size = TLS_READ_BUFFER
 
 
 def _mapped(exc: BaseException, request: httpx2.Request) -> httpx2.TransportError | None:

@@ -7,14 +7,20 @@ import asyncio
 import gzip
 import socket
 import ssl
+from asyncio import sslproto
 from collections.abc import AsyncIterator
 
 import httpx2
 import pytest
+import trustme
 from aiohttp import web
 
 from aitenant.runtime.client.retry import RetryReads
-from aitenant.runtime.client.transport import AiohttpTransport
+from aitenant.runtime.client.transport import (
+    TLS_READ_BUFFER,
+    AiohttpTransport,
+    limit_tls_read_buffers,
+)
 
 
 async def echo(request: web.Request) -> web.Response:
@@ -234,3 +240,45 @@ async def test_requests_share_the_capped_pool_and_watches_do_not_count_against_i
         answers = await asyncio.gather(*(client.get("/peer") for _ in range(5)))
         assert [a.text for a in answers] == ["1"] * 5
         assert (await client.get("/release")).text == "released"
+
+
+async def test_tls_connections_read_through_a_small_buffer_and_a_long_body_arrives_whole(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """asyncio's 256 KiB read buffer per TLS connection, limited for the whole process (the
+    class attribute is put back after the test); a body of 1 MiB still arrives byte for byte."""
+    monkeypatch.setattr(sslproto.SSLProtocol, "max_size", sslproto.SSLProtocol.max_size)
+    reads: list[int] = []
+    asked = sslproto.SSLProtocol.get_buffer
+
+    def get_buffer(self: sslproto.SSLProtocol, n: int) -> memoryview:
+        buffer = asked(self, n)
+        reads.append(len(buffer))
+        return buffer
+
+    monkeypatch.setattr(sslproto.SSLProtocol, "get_buffer", get_buffer)
+    limit_tls_read_buffers()
+    body = bytes(range(256)) * 4096  # 1 MiB
+
+    async def big(request: web.Request) -> web.Response:
+        return web.Response(body=body)
+
+    ca = trustme.CA()
+    server_tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("127.0.0.1").configure_cert(server_tls)
+    client_tls = ssl.create_default_context()
+    ca.configure_trust(client_tls)
+    app = web.Application()
+    app.router.add_get("/big", big)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    await web.TCPSite(runner, "127.0.0.1", 0, ssl_context=server_tls).start()
+    url = f"https://127.0.0.1:{runner.addresses[0][1]}/big"
+    try:
+        async with httpx2.AsyncClient(transport=AiohttpTransport(client_tls)) as client:
+            answer = await client.get(url)
+    finally:
+        await runner.cleanup()
+    assert answer.content == body
+    assert reads, "the TLS connections read through SSLProtocol's buffer"
+    assert max(reads) == TLS_READ_BUFFER
