@@ -24,7 +24,10 @@ from lightkube.types import PatchType
 from aitenant.runtime.client.api_errors import is_not_found
 from aitenant.runtime.client.lightkube_private import delete_with_body
 
-LIST_PAGE = 250  # objects per LIST request (the API server's continue tokens keep one snapshot)
+# Objects per LIST request (the API server's continue tokens keep one snapshot). A page is held
+# decoded while it is stored: at 250, the four lists of a restart with 1,000 tenants held some
+# 40 MB of pages at once, the process's peak (docs/design.md §9.5).
+LIST_PAGE = 100
 
 
 async def get_or_none(
