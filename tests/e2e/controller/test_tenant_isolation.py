@@ -19,8 +19,10 @@ import pytest
 from devtools import samples
 from devtools.cluster import LocalCluster
 from lightkube import ApiError, AsyncClient, KubeConfig
+from lightkube.models.authorization_v1 import ResourceAttributes, SubjectAccessReviewSpec
 from lightkube.models.meta_v1 import ObjectMeta
 from lightkube.models.rbac_v1 import RoleRef, Subject
+from lightkube.resources.authorization_v1 import SubjectAccessReview
 from lightkube.resources.rbac_authorization_v1 import RoleBinding
 from lightkube.types import PatchType
 
@@ -72,6 +74,26 @@ async def grant_tenant_admin(kube: AsyncClient, tenant: str) -> None:
         subjects=[Subject(kind="User", name=TENANT_ADMIN_USER.name)],
     )
     await kube.create(binding)
+
+    # The API server's authorizer learns of a binding from its own watch: under load a request
+    # sent at once may still be refused. Wait until it would be allowed, as a user would.
+    async def allowed() -> bool:
+        review = SubjectAccessReview(
+            spec=SubjectAccessReviewSpec(
+                user=TENANT_ADMIN_USER.name,
+                resourceAttributes=ResourceAttributes(
+                    group=contract.GROUP,
+                    resource="maastenantconfigs",
+                    verb="patch",
+                    namespace=namespace,
+                    name=CONFIG,
+                ),
+            )
+        )
+        answer = await kube.create(review)
+        return bool(answer.status and answer.status.allowed)
+
+    await eventually(allowed)
 
 
 async def patch_config(client: AsyncClient, tenant: str, metadata: dict[str, Any]) -> None:
