@@ -200,9 +200,15 @@ def wait_until_quiet(port: int, *, quiet_s: float = 3.0, timeout_s: float = 900.
         time.sleep(0.5)
 
 
+def _stat(pid: int) -> tuple[str, list[str]]:
+    """Process ``pid``'s command name and the fields of proc(5)'s stat after it (the name may
+    hold spaces and parentheses): [0] of the fields is field 3."""
+    text = Path(f"/proc/{pid}/stat").read_text()
+    return text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 1 :].split()
+
+
 def _stat_fields(pid: int) -> list[str]:
-    # After the command name (which may hold spaces): [0] is field 3 of proc(5)'s stat.
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return _stat(pid)[1]
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -223,19 +229,18 @@ def _busy_seconds() -> tuple[float, float]:
 
 def _cpu_by_process(names: dict[int, str]) -> dict[str, float]:
     """CPU seconds of every live process, summed by ``names[pid]`` or else its command name."""
+    hz = os.sysconf("SC_CLK_TCK")
     spent: dict[str, float] = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         pid = int(entry.name)
         try:
-            stat = (entry / "stat").read_text()
+            comm, fields = _stat(pid)
         except OSError:  # gone meanwhile
             continue
-        comm = stat[stat.index("(") + 1 : stat.rindex(")")]
-        utime, stime = stat.rsplit(")", 1)[1].split()[11:13]
         name = names.get(pid, comm)
-        spent[name] = spent.get(name, 0.0) + (int(utime) + int(stime)) / os.sysconf("SC_CLK_TCK")
+        spent[name] = spent.get(name, 0.0) + (int(fields[11]) + int(fields[12])) / hz
     return spent
 
 
