@@ -16,11 +16,14 @@ def status_overwritten(event: EventType, old: Obj | None, new: Obj, *, ours: boo
     return (old.get("status") or {}) != (new.get("status") or {})
 
 
-def settled(event: EventType, obj: Obj) -> bool:
-    """Seen in a (re)list already Ready at its generation: probably nothing to do, so it
-    waits behind the objects that have work (the work queue's low priority)."""
-    return (
-        event == "ADDED"
-        and not obj["metadata"].get("deletionTimestamp")
-        and conditions.is_ready(obj)
-    )
+def can_wait(event: EventType, obj: Obj) -> bool:
+    """Whether an added AITenant or config waits behind the keys with work under way (the
+    work queue's low priority; alone in the queue it goes at once):
+
+    * settled: seen in a (re)list already Ready at its generation, probably nothing to do;
+    * new: never reconciled (no status yet). Under a flood of creates, the tenants already
+      begun are finished before more are begun, so each is Ready in about the time of its own
+      work instead of after every create's first step (docs/design.md §2.3)."""
+    if event != "ADDED" or obj["metadata"].get("deletionTimestamp"):
+        return False
+    return not obj.get("status") or conditions.is_ready(obj)

@@ -13,7 +13,7 @@ from aitenant.controllers.aitenant.setup import (
     requeue_aitenants,
     tenant_changed,
 )
-from aitenant.controllers.predicates import settled, status_overwritten
+from aitenant.controllers.predicates import can_wait, status_overwritten
 from aitenant.controllers.tenant_config.setup import (
     config_changed,
     config_key_of_tenant,
@@ -94,16 +94,22 @@ def test_tenant_changed_on_generation_or_new_deletion_only() -> None:
     assert not tenant_changed("MODIFIED", deleting, deleting)
 
 
-def test_settled_is_a_ready_object_seen_in_a_list() -> None:
+def test_a_settled_or_new_object_seen_added_can_wait() -> None:
     ready = {
         "metadata": {"generation": 2},
         "status": {"conditions": [{"type": "Ready", "status": "True", "observedGeneration": 2}]},
     }
-    assert settled("ADDED", ready)
-    assert not settled("MODIFIED", ready)
-    assert not settled("ADDED", {**ready, "metadata": {"generation": 3}})
+    assert can_wait("ADDED", ready)
+    assert not can_wait("MODIFIED", ready)
+    changed = {**ready, "metadata": {"generation": 3}}
+    assert not can_wait("ADDED", changed), "Ready at an older generation: work to do"
     deleting = {**ready, "metadata": {"generation": 2, "deletionTimestamp": "x"}}
-    assert not settled("ADDED", deleting)
+    assert not can_wait("ADDED", deleting)
+    # Just created, never reconciled: tenants already begun go first.
+    assert can_wait("ADDED", {"metadata": {"generation": 1}})
+    assert not can_wait("MODIFIED", {"metadata": {"generation": 1}})
+    begun = {"metadata": {"generation": 1}, "status": {"phase": "Pending"}}
+    assert not can_wait("ADDED", begun), "under way (seen in a relist): no waiting"
 
 
 def test_annotated_owner() -> None:

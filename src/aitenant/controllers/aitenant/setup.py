@@ -27,7 +27,7 @@ from aitenant.controllers.aitenant.reconciler import AITenantReconciler
 from aitenant.controllers.aitenant.revocation import KeyRevoker, Revocations
 from aitenant.controllers.aitenant.stale_keys import StaleKeys
 from aitenant.controllers.caches import Caches
-from aitenant.controllers.predicates import settled, status_overwritten
+from aitenant.controllers.predicates import can_wait, status_overwritten
 from aitenant.resources import Obj, annotations_of
 from aitenant.runtime.cache.informer import EventType
 from aitenant.runtime.client.events import EventRecorder
@@ -149,7 +149,7 @@ def requeue_aitenants(controller: Controller, caches: Caches, settings: Settings
         ):
             meta = new["metadata"]
             controller.enqueue(
-                Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)
+                Key(meta["namespace"], meta["name"]), low_priority=can_wait(event, new)
             )
 
     def on_config(event: EventType, old: Obj | None, new: Obj) -> None:
@@ -157,7 +157,7 @@ def requeue_aitenants(controller: Controller, caches: Caches, settings: Settings
         # annotations concerns neither the AITenant nor the platform. Its owner puts back
         # what a tenant admin changed of our labels and annotations.
         for key in owners_of_config(new, settings):
-            controller.enqueue(key, low_priority=settled(event, new))
+            controller.enqueue(key, low_priority=can_wait(event, new))
 
     def on_role(event: EventType, old: Obj | None, new: Obj) -> None:
         # A tenant-admin Role edited or deleted by someone else: restore it now.

@@ -21,7 +21,7 @@ from lightkube import AsyncClient
 
 from aitenant import contract, naming
 from aitenant.controllers.caches import Caches
-from aitenant.controllers.predicates import settled, status_overwritten
+from aitenant.controllers.predicates import can_wait, status_overwritten
 from aitenant.controllers.tenant_config.cleanup import ConfigCleanup
 from aitenant.controllers.tenant_config.reconciler import TenantConfigReconciler
 from aitenant.controllers.tenant_config.scope import in_scope, wanted
@@ -155,7 +155,7 @@ def requeue_configs(controller: Controller, caches: Caches, settings: Settings) 
         ):
             meta = new["metadata"]
             controller.enqueue(
-                Key(meta["namespace"], meta["name"]), low_priority=settled(event, new)
+                Key(meta["namespace"], meta["name"]), low_priority=can_wait(event, new)
             )
 
     def on_tenant(event: EventType, old: Obj | None, new: Obj) -> None:
