@@ -69,9 +69,10 @@ def webhook_configuration(*, name: str, ca_bundle_pem: bytes, url: str) -> dict[
         input=request,
         capture_output=True,
         text=True,
-        check=True,
         env={**os.environ, **controller_env()},
     )
+    if done.returncode != 0:
+        raise RuntimeError(f"rendering the webhook configuration failed:\n{done.stderr[-2000:]}")
     return json.loads(done.stdout)
 
 

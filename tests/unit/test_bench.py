@@ -169,3 +169,20 @@ def test_machine_cpu_names_a_busy_child_and_counts_it_in_the_busy_total() -> Non
     assert spent.by_process["spinner"] >= 0.28  # it spun while we watched, as named
     assert spent.busy >= spent.by_process["spinner"] - 0.02  # in the total (10 ms ticks)
     assert 0 <= spent.interrupts <= spent.busy
+
+
+def test_webhook_configuration_is_rendered_by_the_source_tree_under_test(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    body = bench.webhook_configuration(name="bench", ca_bundle_pem=b"", url="https://127.0.0.1:1/x")
+    assert body["metadata"]["name"] == "bench"
+    assert body["webhooks"][0]["clientConfig"]["url"] == "https://127.0.0.1:1/x"
+    # A tree that cannot render it says why (the child's traceback), not only its exit status.
+    broken = tmp_path / "aitenant" / "webhook"
+    broken.mkdir(parents=True)
+    (tmp_path / "aitenant" / "__init__.py").write_text("")
+    (broken / "__init__.py").write_text("")
+    (broken / "config.py").write_text("raise ImportError('this tree is broken')\n")
+    monkeypatch.setenv(bench.CONTROLLER_SRC_ENV, str(tmp_path))
+    with pytest.raises(RuntimeError, match="this tree is broken"):
+        bench.webhook_configuration(name="bench", ca_bundle_pem=b"", url="https://127.0.0.1:1/x")
